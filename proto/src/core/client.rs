@@ -1,0 +1,353 @@
+//! Client requests: what each command of DESIGN §3.2 does to the table.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use super::replies;
+use super::request::{self, Refusal, Target};
+use super::table::{ObjectName, State, Ticket, TicketId};
+use super::{ClientId, Core, Credentials, InputError, Malformed};
+use crate::time::Now;
+use crate::wire::{Message, command_of};
+
+/// The commands a client may send, for `HELP`.
+pub const COMMANDS: &str = "ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,UNLOCK";
+
+/// One open connection.
+#[derive(Debug)]
+pub(super) struct Client {
+    cred: Credentials,
+    /// Every ticket this connection owns, with its object.
+    tickets: BTreeMap<TicketId, ObjectName>,
+}
+
+impl Core {
+    pub(super) fn client_opened(&mut self, _now: Now, client: ClientId, cred: Credentials) -> Result<(), InputError> {
+        if self.clients.contains_key(&client) {
+            return Err(InputError::ClientAlreadyOpen(client));
+        }
+        self.clients.insert(client, Client { cred, tickets: BTreeMap::new() });
+        if self.clients.len() > self.config.max_clients {
+            let why = format!("too many clients (max_clients={})", self.config.max_clients);
+            self.reply(client, replies::invalid(None, b"", &why));
+            self.out.push_back(super::Output::Close { client });
+        }
+        Ok(())
+    }
+
+    pub(super) fn client_malformed(&mut self, client: ClientId, line: &[u8], error: &Malformed) -> Result<(), InputError> {
+        if !self.clients.contains_key(&client) {
+            return Err(InputError::UnknownClient(client));
+        }
+        match error {
+            Malformed::Parse(e) => {
+                let reply = replies::invalid(command_of(line), line, &e.to_string());
+                self.reply(client, reply);
+            }
+            Malformed::TooLong => {
+                let reply = replies::invalid(command_of(line), line, "line too long");
+                self.reply(client, reply);
+                self.out.push_back(super::Output::Close { client });
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn client_closed(&mut self, now: Now, client: ClientId) -> Result<(), InputError> {
+        let Some(state) = self.clients.remove(&client) else {
+            return Err(InputError::UnknownClient(client));
+        };
+        let mut touched = BTreeSet::new();
+        for (id, name) in state.tickets {
+            let Some(object) = self.table.objects.get_mut(&name) else { continue };
+            let Some(pos) = object.position(id) else { continue };
+            let t = &mut object.tickets[pos];
+            if t.detach && t.state.is_held() {
+                // DESIGN §3.2: a detached lock outlives its connection; it
+                // ends by UNLOCK with its key or at expiry.
+                t.owner = None;
+                continue;
+            }
+            self.table.remove(&name, id);
+            touched.insert(name);
+        }
+        for name in touched {
+            self.grant_what_may_be(now, &name);
+        }
+        Ok(())
+    }
+
+    pub(super) fn client_message(&mut self, now: Now, client: ClientId, msg: Message) -> Result<(), InputError> {
+        if !self.clients.contains_key(&client) {
+            return Err(InputError::UnknownClient(client));
+        }
+        match msg.command.as_str() {
+            "LOCK" => self.lock(now, client, &msg),
+            "UNLOCK" => self.unlock(now, client, &msg),
+            "EXTEND" => self.extend(now, client, &msg),
+            "LOCKSTATUS" => {
+                let status = if self.is_ready() { "LOCKREADY" } else { "NOLOCK" };
+                self.reply(client, Message::new(status));
+            }
+            "LISTTICKETS" => {
+                let list = self.ticket_list(now);
+                self.reply(client, Message::new("TICKETLIST").with("list", list));
+            }
+            "INFO" => {
+                let info = self.info();
+                self.reply(client, info);
+            }
+            "HELP" => self.reply(client, Message::new("COMMANDS").with("list", COMMANDS)),
+            "ALIVE" => {
+                let mut reply = Message::new("ABSOLUTELY");
+                for name in ["serial", "timestamp"] {
+                    if let Some(v) = msg.get(name) {
+                        reply.set(name, v);
+                    }
+                }
+                reply.set("reply_timestamp", now.wall.to_wire());
+                self.reply(client, reply);
+            }
+            other => {
+                let reply = Message::new("UNKNOWN").with("command", other);
+                self.reply(client, reply);
+            }
+        }
+        Ok(())
+    }
+
+    /// `<server_name>/<pid>`; without `pid`, a key of this connection alone
+    /// (the peer's pid joined with the connection number), so threads of one
+    /// process on separate connections never collide.
+    fn key_of(&self, client: ClientId, pid: Option<u64>) -> String {
+        match pid {
+            Some(pid) => format!("{}/{pid}", self.config.server_name),
+            None => {
+                let peer = self.clients.get(&client).and_then(|c| c.cred.pid).unwrap_or(0);
+                format!("{}/{peer}.{}", self.config.server_name, client.0)
+            }
+        }
+    }
+
+    fn refuse(&mut self, client: ClientId, target: &Target, key: Option<&str>, why: &Refusal) {
+        let reply = replies::lock_failed(&target.object, key, target.tag, why);
+        self.reply(client, reply);
+    }
+
+    fn lock(&mut self, now: Now, client: ClientId, msg: &Message) {
+        let req = match request::decode_lock(msg, now, &self.config.defaults) {
+            Ok(req) => req,
+            Err((why, target)) => return self.refuse(client, &target, None, &why),
+        };
+        let key = self.key_of(client, req.target.pid);
+        let deadline = now.mono_of(req.deadline);
+        if deadline <= now.mono {
+            let why = Refusal::new("timedout", "the timeout is already past");
+            return self.refuse(client, &req.target, Some(&key), &why);
+        }
+        if self.stopping {
+            let why = Refusal::new("unavailable", "the agent is stopping");
+            return self.refuse(client, &req.target, Some(&key), &why);
+        }
+        let name = self.table.intern(&req.target.object);
+        let existing = self.table.objects.get(&name);
+        if existing.is_some_and(|o| o.tickets.iter().any(|t| *t.key == *key)) {
+            let why = Refusal::new("duplicate", "this key already has a request on this object");
+            return self.refuse(client, &req.target, Some(&key), &why);
+        }
+        let queued = existing.map_or(0, |o| o.tickets.len());
+        if queued >= self.config.max_tickets_per_object {
+            let why = Refusal::new("overflow", format!("more than {queued} requests on this object"));
+            return self.refuse(client, &req.target, Some(&key), &why);
+        }
+        if self.table.ticket_count() >= self.config.max_tickets {
+            let why = Refusal::new("overflow", "the agent holds its maximum number of tickets");
+            return self.refuse(client, &req.target, Some(&key), &why);
+        }
+        let id = TicketId(self.next_ticket);
+        self.next_ticket += 1;
+        let ticket = Ticket {
+            id,
+            number: existing.map_or(1, |o| o.next_number()),
+            key: key.clone().into_boxed_str(),
+            owner: Some(client),
+            uid: self.clients[&client].cred.uid,
+            tag: req.target.tag,
+            kind: req.kind,
+            duration: req.duration,
+            unlock_duration: req.unlock_duration,
+            detach: req.detach,
+            state: State::Waiting { deadline },
+        };
+        self.table.insert(&name, ticket);
+        self.clients.get_mut(&client).expect("open").tickets.insert(id, name.clone());
+        self.grant_what_may_be(now, &name);
+        if req.try_once {
+            let object = &self.table.objects[&name];
+            let waiting = object.position(id).is_some_and(|p| !object.tickets[p].state.is_held());
+            if waiting {
+                self.drop_ticket(&name, id);
+                let why = Refusal::new("busy", "the object is locked");
+                self.refuse(client, &req.target, Some(&key), &why);
+            }
+        }
+    }
+
+    /// Finds the ticket an UNLOCK or EXTEND is about. With `pid`, the ticket
+    /// of that key; without, this connection's one ticket on the object.
+    fn find_own(&self, client: ClientId, target: &Target) -> Result<Option<(ObjectName, TicketId)>, Refusal> {
+        let Some((name, object)) = self.table.objects.get_key_value(target.object.as_slice()) else {
+            return Ok(None);
+        };
+        let ticket = match target.pid {
+            Some(pid) => {
+                let key = self.key_of(client, Some(pid));
+                object.tickets.iter().find(|t| *t.key == *key)
+            }
+            None => {
+                let mut own = object.tickets.iter().filter(|t| t.owner == Some(client));
+                let first = own.next();
+                if own.next().is_some() {
+                    return Err(Refusal::new("invalid", "several requests of this connection on this object: give pid"));
+                }
+                first
+            }
+        };
+        let Some(t) = ticket else { return Ok(None) };
+        // S5: only the holder's connection, or, for a detached lock, a
+        // connection of the same uid with the same key.
+        let same_uid = t.uid == self.clients.get(&client).and_then(|c| c.cred.uid);
+        if t.owner != Some(client) && !(t.detach && same_uid) {
+            return Err(Refusal::new("denied", "this lock belongs to another connection"));
+        }
+        Ok(Some((name.clone(), t.id)))
+    }
+
+    fn unlock(&mut self, now: Now, client: ClientId, msg: &Message) {
+        let target = match request::decode_target(msg) {
+            Ok(t) => t,
+            Err((why, target)) => return self.refuse(client, &target, None, &why),
+        };
+        match self.find_own(client, &target) {
+            Err(why) => self.refuse(client, &target, None, &why),
+            Ok(found) => {
+                if let Some((name, id)) = found {
+                    self.drop_ticket(&name, id);
+                    // DESIGN §3.2 / B1: the next waiter is served at once.
+                    self.grant_what_may_be(now, &name);
+                }
+                // Releasing what one does not hold is done already.
+                self.reply(client, replies::unlocked(&target.object, target.tag, None));
+            }
+        }
+    }
+
+    fn extend(&mut self, now: Now, client: ClientId, msg: &Message) {
+        let (target, duration) = match request::decode_extend(msg) {
+            Ok(v) => v,
+            Err((why, target)) => return self.refuse(client, &target, None, &why),
+        };
+        let (name, id) = match self.find_own(client, &target) {
+            Err(why) => return self.refuse(client, &target, None, &why),
+            Ok(None) => {
+                let why = Refusal::new("invalid", "no lock of this key on this object");
+                return self.refuse(client, &target, None, &why);
+            }
+            Ok(Some(found)) => found,
+        };
+        let object = &self.table.objects[&name];
+        let t = &object.tickets[object.position(id).expect("found")];
+        let key = t.key.clone();
+        match t.state {
+            State::Held { fence, .. } => {
+                let lease_end = now.mono + duration;
+                self.table.set_state(&name, id, State::Held { fence, lease_end });
+                let reply = replies::locked(&target.object, &key, now.wall_of(lease_end), fence, target.tag);
+                self.reply(client, reply);
+            }
+            State::Expired { .. } => {
+                let why = Refusal::new("timedout", "the lease already ended");
+                self.refuse(client, &target, Some(&key), &why);
+            }
+            State::Waiting { .. } => {
+                let why = Refusal::new("invalid", "the lock is not granted yet");
+                self.refuse(client, &target, Some(&key), &why);
+            }
+        }
+    }
+
+    /// Removes a ticket from the table and from its owner's index.
+    fn drop_ticket(&mut self, name: &ObjectName, id: TicketId) {
+        if let Some(t) = self.table.remove(name, id) {
+            self.forget_ticket(&t);
+        }
+    }
+
+    /// Removes a removed ticket from its owner's index.
+    pub(super) fn forget_ticket(&mut self, t: &Ticket) {
+        if let Some(owner) = t.owner {
+            if let Some(c) = self.clients.get_mut(&owner) {
+                c.tickets.remove(&t.id);
+            }
+        }
+    }
+
+    /// One line per ticket, snaplock's format plus the mode and fence.
+    fn ticket_list(&self, now: Now) -> String {
+        let mut list = String::new();
+        let mut left = self.table.ticket_count();
+        for (name, object) in &self.table.objects {
+            for t in &object.tickets {
+                if list.len() >= self.config.max_list_bytes {
+                    let _ = writeln!(list, "... and {left} more tickets");
+                    return list;
+                }
+                left -= 1;
+                let mode = match t.kind.mode {
+                    super::ticket::Mode::Exclusive => "exclusive",
+                    super::ticket::Mode::Shared => "shared",
+                };
+                let when = match t.state {
+                    State::Waiting { deadline } => format!("obtention {}", now.wall_of(deadline).to_utc_string()),
+                    State::Held { fence, lease_end } => {
+                        format!("timeout {}  fence: {fence}", now.wall_of(lease_end).to_utc_string())
+                    }
+                    State::Expired { fence, release_at } => {
+                        format!("released {}  fence: {fence}", now.wall_of(release_at).to_utc_string())
+                    }
+                };
+                let _ = writeln!(
+                    list,
+                    "ticket id: {}  object name: \"{}\"  key: {}  mode: {mode}  {when}",
+                    t.number,
+                    String::from_utf8_lossy(name).escape_debug(),
+                    t.key,
+                );
+            }
+        }
+        list
+    }
+
+    fn info(&self) -> Message {
+        let s = self.status();
+        let name = &self.config.server_name;
+        let mut msg = Message::new("STATUS")
+            .with("server_name", name)
+            .with("version", crate::VERSION)
+            .with("ready", if self.is_ready() { "true" } else { "false" })
+            .with("leaders", name);
+        for (k, v) in [
+            ("connected", 1),
+            ("cluster_size", 1),
+            ("quorum", 1),
+            ("epoch", 1),
+            ("clients", s.clients as u64),
+            ("objects", s.objects as u64),
+            ("tickets", s.tickets as u64),
+            ("grants", s.grants),
+        ] {
+            msg.set_u64(k, v);
+        }
+        msg
+    }
+}

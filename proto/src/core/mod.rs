@@ -1,0 +1,395 @@
+//! The core: the whole client protocol as a state machine.
+//!
+//! One computer is its own and only leader here: every request is decided
+//! by the local [`Table`]. The core owns no socket and reads no clock; see
+//! the crate documentation for the run loop that drives it.
+
+mod client;
+mod replies;
+pub mod request;
+pub mod table;
+pub mod ticket;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+
+pub use request::Defaults;
+
+use crate::time::{Now, Time};
+use crate::wire::{Message, ParseError};
+use table::{State, Table, Timer};
+
+/// A client connection, numbered by the shell; never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientId(pub u64);
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "client {}", self.0)
+    }
+}
+
+/// Who is at the other end of a client connection (`SO_PEERCRED`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// The peer's process id.
+    pub pid: Option<u32>,
+    /// The peer's user id.
+    pub uid: Option<u32>,
+    /// The peer's group id.
+    pub gid: Option<u32>,
+}
+
+/// The core's configuration: plain data, checked by [`Config::validate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// This computer's name: the first half of every ticket key.
+    pub server_name: String,
+    /// Most client connections at once; one more is told why and closed.
+    pub max_clients: usize,
+    /// Most tickets (held or waiting) per object; more: `error=overflow`.
+    pub max_tickets_per_object: usize,
+    /// Most tickets in all; more: `error=overflow`.
+    pub max_tickets: usize,
+    /// Values of absent `LOCK` parameters.
+    pub defaults: Defaults,
+    /// Largest `TICKETLIST` reply, in bytes of text; the rest is summarized.
+    pub max_list_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            server_name: "localhost".to_owned(),
+            max_clients: 16_384,
+            max_tickets_per_object: 1_000,
+            max_tickets: 2_000_000,
+            defaults: Defaults::default(),
+            max_list_bytes: 1 << 20,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every value; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = self.server_name.as_bytes();
+        if !crate::wire::is_valid_name(name) {
+            return Err(format!(
+                "server_name {:?}: must be letters, digits or '_', not starting with a digit, at most 64",
+                self.server_name
+            ));
+        }
+        if self.max_clients == 0 {
+            return Err("max_clients must be at least 1".to_owned());
+        }
+        if self.max_tickets_per_object == 0 {
+            return Err("max_tickets_per_object must be at least 1".to_owned());
+        }
+        if self.max_tickets == 0 {
+            return Err("max_tickets must be at least 1".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// A line from a client that is not a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// The grammar was broken.
+    Parse(ParseError),
+    /// Longer than the agent's `max_line_length`: the connection is closed.
+    TooLong,
+}
+
+/// What the shell tells the core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A client connected.
+    ClientOpened {
+        /// Its number.
+        client: ClientId,
+        /// Who it is.
+        cred: Credentials,
+    },
+    /// A client sent a message.
+    ClientMessage {
+        /// Who sent it.
+        client: ClientId,
+        /// What it sent.
+        msg: Message,
+    },
+    /// A client sent a line that is not a message.
+    ClientMalformed {
+        /// Who sent it.
+        client: ClientId,
+        /// The first bytes of the line, for the reply.
+        line: Vec<u8>,
+        /// What is wrong with it.
+        error: Malformed,
+    },
+    /// A client's connection is gone: its locks are released, its requests
+    /// cancelled (detached locks stay).
+    ClientClosed {
+        /// Who is gone.
+        client: ClientId,
+    },
+}
+
+/// What the core asks the shell to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send `msg` to `client`.
+    Reply {
+        /// To whom.
+        client: ClientId,
+        /// What.
+        msg: Message,
+    },
+    /// Close `client` once the replies queued before this are written.
+    /// The shell still reports [`Input::ClientClosed`] when it is closed.
+    Close {
+        /// Whom.
+        client: ClientId,
+    },
+}
+
+/// A call the shell should not have made; the state is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputError {
+    /// The client is not open (never opened, or already closed).
+    UnknownClient(ClientId),
+    /// `ClientOpened` for a client that is already open.
+    ClientAlreadyOpen(ClientId),
+    /// Time went backwards.
+    TimeWentBack,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputError::UnknownClient(c) => write!(f, "{c} is not open"),
+            InputError::ClientAlreadyOpen(c) => write!(f, "{c} is already open"),
+            InputError::TimeWentBack => f.write_str("monotonic time went backwards"),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// Counters, for `INFO` and the agent's logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Open client connections.
+    pub clients: usize,
+    /// Objects with at least one ticket.
+    pub objects: usize,
+    /// Tickets, held or waiting.
+    pub tickets: usize,
+    /// Grants since start.
+    pub grants: u64,
+}
+
+/// The sans-IO lock service of one computer.
+#[derive(Debug)]
+pub struct Core {
+    config: Config,
+    table: Table,
+    clients: BTreeMap<ClientId, client::Client>,
+    out: VecDeque<Output>,
+    last_now: Time,
+    next_ticket: u64,
+    last_fence: u64,
+    grants: u64,
+    stopping: bool,
+}
+
+impl Core {
+    /// A core with nothing held. `config` must have passed
+    /// [`Config::validate`].
+    pub fn new(config: Config, now: Now) -> Core {
+        Core {
+            config,
+            table: Table::default(),
+            clients: BTreeMap::new(),
+            out: VecDeque::new(),
+            last_now: now.mono,
+            next_ticket: 1,
+            last_fence: 0,
+            grants: 0,
+            stopping: false,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Feeds one input. Drain [`poll_output`](Self::poll_output) afterwards.
+    pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), InputError> {
+        self.advance(now)?;
+        match input {
+            Input::ClientOpened { client, cred } => self.client_opened(now, client, cred),
+            Input::ClientMessage { client, msg } => self.client_message(now, client, msg),
+            Input::ClientMalformed { client, line, error } => {
+                self.client_malformed(client, &line, &error)
+            }
+            Input::ClientClosed { client } => self.client_closed(now, client),
+        }
+    }
+
+    /// Fires every timer due at `now`. Idempotent: calling it early or twice
+    /// does nothing more.
+    pub fn handle_timeout(&mut self, now: Now) {
+        if self.advance(now).is_err() {
+            return;
+        }
+        while let Some((at, timer)) = self.table.pop_due(now.mono) {
+            match timer {
+                Timer::Recheck(name) => self.grant_what_may_be(now, &name),
+                Timer::Ticket(id, name) => self.ticket_timer(now, &name, id, at),
+            }
+        }
+    }
+
+    /// Stops serving: every holder is told `UNLOCKED error=lost`, every
+    /// waiting request fails with `error=unavailable`, and every client is
+    /// closed. Later LOCKs fail with `unavailable`.
+    pub fn shutdown(&mut self, now: Now) {
+        if self.advance(now).is_err() {
+            return;
+        }
+        self.stopping = true;
+        let names: Vec<_> = self.table.objects.keys().cloned().collect();
+        for name in names {
+            let ids: Vec<_> = self.table.objects[&name].tickets.iter().map(|t| t.id).collect();
+            for id in ids {
+                if let Some(t) = self.table.remove(&name, id) {
+                    self.forget_ticket(&t);
+                    let reply = if t.state.is_held() {
+                        replies::unlocked(&name, t.tag, Some("lost"))
+                    } else {
+                        replies::lock_failed(
+                            &name,
+                            Some(&t.key),
+                            t.tag,
+                            &request::Refusal::new("unavailable", "the agent is stopping"),
+                        )
+                    };
+                    if let Some(owner) = t.owner {
+                        self.reply(owner, reply);
+                    }
+                }
+            }
+        }
+        let clients: Vec<_> = self.clients.keys().copied().collect();
+        for client in clients {
+            self.out.push_back(Output::Close { client });
+        }
+    }
+
+    /// The next thing for the shell to do.
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.table.next_timer()
+    }
+
+    /// Counters.
+    pub fn status(&self) -> Status {
+        Status {
+            clients: self.clients.len(),
+            objects: self.table.objects.len(),
+            tickets: self.table.ticket_count(),
+            grants: self.grants,
+        }
+    }
+
+    /// Whether locks can be granted now (`LOCKSTATUS`).
+    pub fn is_ready(&self) -> bool {
+        !self.stopping
+    }
+
+    fn advance(&mut self, now: Now) -> Result<(), InputError> {
+        if now.mono < self.last_now {
+            return Err(InputError::TimeWentBack);
+        }
+        self.last_now = now.mono;
+        Ok(())
+    }
+
+    fn reply(&mut self, client: ClientId, msg: Message) {
+        self.out.push_back(Output::Reply { client, msg });
+    }
+
+    /// Grants, in bakery order, whatever [`ticket::who_may_hold`] allows now.
+    fn grant_what_may_be(&mut self, now: Now, name: &table::ObjectName) {
+        if self.stopping {
+            return;
+        }
+        for id in self.table.grantable(name, now.mono) {
+            self.last_fence = (self.last_fence + 1).max(now.wall.0);
+            let fence = self.last_fence;
+            let object = &self.table.objects[name];
+            let t = &object.tickets[object.position(id).expect("granted ticket exists")];
+            let lease_end = now.mono + t.duration;
+            let (owner, key, tag, shared) = (t.owner, t.key.clone(), t.tag, t.kind.mode == ticket::Mode::Shared);
+            self.table.set_state(name, id, State::Held { fence, lease_end });
+            if shared {
+                self.table.note_shared_grant(name, now.mono);
+            }
+            self.grants += 1;
+            if let Some(owner) = owner {
+                let msg = replies::locked(name, &key, now.wall_of(lease_end), fence, tag);
+                self.reply(owner, msg);
+            }
+        }
+        debug_assert!(self.table.holders_are_compatible(name), "S1 broken on {name:?}");
+    }
+
+    /// A ticket's deadline came: fail it, expire it, or take it back.
+    fn ticket_timer(&mut self, now: Now, name: &table::ObjectName, id: table::TicketId, at: Time) {
+        let Some(object) = self.table.objects.get(name) else { return };
+        let Some(pos) = object.position(id) else { return };
+        let t = &object.tickets[pos];
+        if t.state.deadline() != at {
+            return; // re-armed since: stale
+        }
+        match t.state {
+            State::Waiting { .. } => {
+                let t = self.table.remove(name, id).expect("ticket exists");
+                self.forget_ticket(&t);
+                if let Some(owner) = t.owner {
+                    let refusal = request::Refusal::new("timedout", "not obtained before the timeout");
+                    self.reply(owner, replies::lock_failed(name, Some(&t.key), t.tag, &refusal));
+                }
+                // A waiting ticket that leaves may unblock shared ones behind it.
+                self.grant_what_may_be(now, name);
+            }
+            State::Held { fence, .. } => {
+                let (owner, tag, grace) = (t.owner, t.tag, t.unlock_duration);
+                if let Some(owner) = owner {
+                    self.reply(owner, replies::unlocked(name, tag, Some("timedout")));
+                }
+                if grace.is_zero() {
+                    let t = self.table.remove(name, id).expect("ticket exists");
+                    self.forget_ticket(&t);
+                    self.grant_what_may_be(now, name);
+                } else {
+                    let release_at = now.mono + grace;
+                    self.table.set_state(name, id, State::Expired { fence, release_at });
+                }
+            }
+            State::Expired { .. } => {
+                let t = self.table.remove(name, id).expect("ticket exists");
+                self.forget_ticket(&t);
+                self.grant_what_may_be(now, name);
+            }
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The lock table: every object's tickets in bakery order, and their timers.
+//!
+//! A ticket's life (one object):
+//!
+//! ```text
+//!             grant (who_may_hold)              lease ends
+//!  Waiting ─────────────────────────▶ Held ─────────────────▶ Expired
+//!     │ deadline / cancel / close       │ UNLOCK / close         │ UNLOCK / close /
+//!     ▼                                 ▼                        ▼ unlock_duration ends
+//!  (removed: LOCKFAILED             (removed: UNLOCKED        (removed)
+//!   or UNLOCKED)                     if asked)
+//! ```
+//!
+//! An `Expired` ticket has been told `UNLOCKED error=timedout` but still
+//! holds the object for its `unlock_duration` (DESIGN §3.2), so the next
+//! holder never starts while the previous one may still be working.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::ClientId;
+use super::ticket::{Kind, Mode, View, who_may_hold};
+use crate::time::Time;
+
+/// An object name, shared between the table and its timers.
+pub type ObjectName = Arc<[u8]>;
+
+/// Never reused within one core: a timer or an index entry naming a
+/// ticket that is gone finds nothing, and does nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TicketId(pub u64);
+
+/// Where a ticket is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Queued; fails with `timedout` at `deadline`.
+    Waiting {
+        /// Obtention deadline.
+        deadline: Time,
+    },
+    /// Granted; the lease ends at `lease_end`.
+    Held {
+        /// The fencing token of this grant.
+        fence: u64,
+        /// End of the lease.
+        lease_end: Time,
+    },
+    /// The lease ended and the holder was told; still held until `release_at`.
+    Expired {
+        /// The fencing token of this grant.
+        fence: u64,
+        /// When the object is taken back.
+        release_at: Time,
+    },
+}
+
+impl State {
+    /// When this ticket's timer fires.
+    pub fn deadline(&self) -> Time {
+        match *self {
+            State::Waiting { deadline } => deadline,
+            State::Held { lease_end, .. } => lease_end,
+            State::Expired { release_at, .. } => release_at,
+        }
+    }
+
+    /// Whether the ticket holds its object.
+    pub fn is_held(&self) -> bool {
+        !matches!(self, State::Waiting { .. })
+    }
+}
+
+/// One request for an object.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    /// Unique in this core.
+    pub id: TicketId,
+    /// Bakery number: later requests get larger numbers.
+    pub number: u64,
+    /// `<server_name>/<pid>`: who asked.
+    pub key: Box<str>,
+    /// The connection that asked; `None` once a detached holder's
+    /// connection has closed.
+    pub owner: Option<ClientId>,
+    /// The asking connection's uid, when known.
+    pub uid: Option<u32>,
+    /// Echoed in every reply about this request.
+    pub tag: Option<i64>,
+    /// Mode, limit, policy.
+    pub kind: Kind,
+    /// Lease length once granted.
+    pub duration: Duration,
+    /// Held this much longer once the lease ends, unless UNLOCK.
+    pub unlock_duration: Duration,
+    /// Survives its connection.
+    pub detach: bool,
+    /// Where it is in its life.
+    pub state: State,
+}
+
+/// All tickets of one object.
+#[derive(Debug, Default)]
+pub struct Object {
+    /// In bakery order: `(number, key)` ascending.
+    pub tickets: Vec<Ticket>,
+    /// When a shared ticket was last granted (for `policy=timed`).
+    pub last_shared_grant: Option<Time>,
+}
+
+impl Object {
+    /// The position of ticket `id`.
+    pub fn position(&self, id: TicketId) -> Option<usize> {
+        self.tickets.iter().position(|t| t.id == id)
+    }
+
+    /// The next bakery number: one more than the largest.
+    pub fn next_number(&self) -> u64 {
+        self.tickets.last().map_or(1, |t| t.number + 1)
+    }
+}
+
+/// What a timer is for. Ticket timers carry the deadline they were armed
+/// for in the set's key, so a timer whose ticket moved on does nothing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// The ticket's [`State::deadline`] was this time when armed.
+    Ticket(TicketId, ObjectName),
+    /// Run [`who_may_hold`] again for this object (timed policy).
+    Recheck(ObjectName),
+}
+
+/// Objects and timers.
+#[derive(Debug, Default)]
+pub struct Table {
+    /// Every object with at least one ticket, by name.
+    pub objects: BTreeMap<ObjectName, Object>,
+    timers: BTreeSet<(Time, Timer)>,
+    tickets: usize,
+}
+
+impl Table {
+    /// Number of tickets in the table.
+    pub fn ticket_count(&self) -> usize {
+        self.tickets
+    }
+
+    /// The shared name of `object` if it is in the table, else a new one.
+    pub fn intern(&self, object: &[u8]) -> ObjectName {
+        match self.objects.get_key_value(object) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(object),
+        }
+    }
+
+    /// Inserts `ticket` in bakery order and arms its timer.
+    pub fn insert(&mut self, name: &ObjectName, ticket: Ticket) {
+        self.arm(ticket.state.deadline(), Timer::Ticket(ticket.id, name.clone()));
+        let object = self.objects.entry(name.clone()).or_default();
+        let at = object
+            .tickets
+            .partition_point(|t| (t.number, &t.key) < (ticket.number, &ticket.key));
+        object.tickets.insert(at, ticket);
+        self.tickets += 1;
+    }
+
+    /// Removes a ticket; drops the object when it was the last one.
+    pub fn remove(&mut self, name: &ObjectName, id: TicketId) -> Option<Ticket> {
+        let object = self.objects.get_mut(name)?;
+        let pos = object.position(id)?;
+        let ticket = object.tickets.remove(pos);
+        if object.tickets.is_empty() {
+            self.objects.remove(name);
+        }
+        self.disarm(ticket.state.deadline(), &Timer::Ticket(id, name.clone()));
+        self.tickets -= 1;
+        Some(ticket)
+    }
+
+    /// Moves a ticket to a new state, re-arming its timer.
+    pub fn set_state(&mut self, name: &ObjectName, id: TicketId, state: State) {
+        let Some(object) = self.objects.get_mut(name) else { return };
+        let Some(pos) = object.position(id) else { return };
+        let old = std::mem::replace(&mut object.tickets[pos].state, state);
+        if old.deadline() != state.deadline() {
+            let timer = Timer::Ticket(id, name.clone());
+            self.disarm(old.deadline(), &timer);
+            self.arm(state.deadline(), timer);
+        }
+    }
+
+    /// The tickets of `name` that may be granted now (positions), given
+    /// [`who_may_hold`]; arms a recheck timer when time alone may change it.
+    pub fn grantable(&mut self, name: &ObjectName, now: Time) -> Vec<TicketId> {
+        let Some(object) = self.objects.get(name) else { return Vec::new() };
+        let views: Vec<View> = object
+            .tickets
+            .iter()
+            .map(|t| View { kind: t.kind, held: t.state.is_held() })
+            .collect();
+        let decision = who_may_hold(&views, object.last_shared_grant, now);
+        let ids = decision.grant.iter().map(|&i| object.tickets[i].id).collect();
+        if let Some(at) = decision.recheck_at {
+            self.arm(at, Timer::Recheck(name.clone()));
+        }
+        ids
+    }
+
+    /// Records that a shared ticket of `name` was granted at `now`.
+    pub fn note_shared_grant(&mut self, name: &ObjectName, now: Time) {
+        if let Some(object) = self.objects.get_mut(name) {
+            object.last_shared_grant = Some(now);
+        }
+    }
+
+    /// INVARIANT (S1): an object has at most one exclusive holder and then no
+    /// shared holder; shared holders never exceed any holder's own limit.
+    pub fn holders_are_compatible(&self, name: &ObjectName) -> bool {
+        let Some(object) = self.objects.get(name) else { return true };
+        let held = object.tickets.iter().filter(|t| t.state.is_held());
+        let (mut exclusive, mut shared, mut room) = (0usize, 0usize, usize::MAX);
+        for t in held {
+            match t.kind.mode {
+                Mode::Exclusive => exclusive += 1,
+                Mode::Shared => {
+                    shared += 1;
+                    room = room.min(t.kind.limit.map_or(usize::MAX, |l| l as usize));
+                }
+            }
+        }
+        (exclusive == 0 && shared <= room) || (exclusive == 1 && shared == 0)
+    }
+
+    /// The earliest armed timer.
+    pub fn next_timer(&self) -> Option<Time> {
+        self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Takes the earliest timer due at `now` or before.
+    pub fn pop_due(&mut self, now: Time) -> Option<(Time, Timer)> {
+        if self.timers.first()?.0 <= now {
+            self.timers.pop_first()
+        } else {
+            None
+        }
+    }
+
+    fn arm(&mut self, at: Time, timer: Timer) {
+        self.timers.insert((at, timer));
+    }
+
+    fn disarm(&mut self, at: Time, timer: &Timer) {
+        self.timers.remove(&(at, timer.clone()));
+    }
+}

@@ -1,0 +1,121 @@
+//! The message: what one line of the snapcommunicator grammar carries.
+
+use std::fmt;
+
+/// Most parameters one message may carry. The protocol uses at most a dozen;
+/// the cap keeps a hostile line from building an unbounded table.
+pub const MAX_PARAMS: usize = 64;
+/// Longest command, server, service or parameter name accepted.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// One protocol message.
+///
+/// Line form (reference §1.2):
+/// `[<sent_from_server:sent_from_service ][[server:]service/]COMMAND[ name=value;...]`.
+///
+/// Parameters are kept sorted by name, names unique (the last one given
+/// wins, as in snapcommunicator), so the encoder writes them in the sorted
+/// order the grammar fixes and two equal messages compare equal.
+/// Values are bytes: an object name may carry anything the grammar can
+/// escape, and it is echoed back exactly.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Message {
+    /// `<server:service ` prefix: who sent it (empty when absent).
+    pub sent_from_server: String,
+    /// Service half of the sent-from prefix.
+    pub sent_from_service: String,
+    /// Destination server (`server:` part of the destination prefix).
+    pub server: String,
+    /// Destination service (`service/` part of the destination prefix).
+    pub service: String,
+    /// The UPPERCASE command.
+    pub command: String,
+    params: Vec<(String, Vec<u8>)>,
+}
+
+impl Message {
+    /// A message with `command` and no parameter.
+    pub fn new(command: &str) -> Message {
+        Message {
+            command: command.to_owned(),
+            ..Message::default()
+        }
+    }
+
+    /// Adds or replaces a parameter; returns `self` for chaining.
+    pub fn with(mut self, name: &str, value: impl AsRef<[u8]>) -> Message {
+        self.set(name, value);
+        self
+    }
+
+    /// Adds or replaces a parameter.
+    pub fn set(&mut self, name: &str, value: impl AsRef<[u8]>) {
+        let value = value.as_ref().to_vec();
+        match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+            Ok(i) => self.params[i].1 = value,
+            Err(i) => self.params.insert(i, (name.to_owned(), value)),
+        }
+    }
+
+    /// Adds or replaces a parameter whose value is a number.
+    pub fn set_u64(&mut self, name: &str, value: u64) {
+        self.set(name, value.to_string());
+    }
+
+    /// The raw value of a parameter.
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.params
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .ok()
+            .map(|i| self.params[i].1.as_slice())
+    }
+
+    /// The value of a parameter when it is valid UTF-8.
+    pub fn get_str(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// Removes a parameter, returning its value.
+    pub fn remove(&mut self, name: &str) -> Option<Vec<u8>> {
+        match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+            Ok(i) => Some(self.params.remove(i).1),
+            Err(_) => None,
+        }
+    }
+
+    /// The parameters, sorted by name.
+    pub fn params(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.params.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
+    }
+
+    /// Number of parameters.
+    pub fn param_count(&self) -> usize {
+        self.params.len()
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&super::encode_to_vec(self)))
+    }
+}
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Whether `name` is a valid parameter, server or service name:
+/// `[A-Za-z0-9_]+`, not starting with a digit, at most [`MAX_NAME_LEN`].
+pub fn is_valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && !name[0].is_ascii_digit()
+        && name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Whether `name` is a valid command: a valid name in UPPERCASE.
+pub fn is_valid_command(name: &[u8]) -> bool {
+    is_valid_name(name) && !name.iter().any(u8::is_ascii_lowercase)
+}

@@ -1,0 +1,18 @@
+//! The wire format: snapcommunicator's one-message-per-line grammar.
+//!
+//! - [`LineFramer`] cuts a byte stream into lines (bounded, `\r\n` tolerant).
+//! - [`parse`] turns one line into a [`Message`]; it is total and bounded.
+//! - [`encode`] writes a [`Message`] back; `parse(encode(m)) == m`.
+
+mod encode;
+mod framer;
+mod message;
+mod parse;
+
+pub use encode::{encode, encode_to_vec};
+pub use framer::{Frame, LineFramer};
+pub use message::{MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name};
+pub use parse::{ParseError, ParseErrorKind, command_of, parse};
+
+#[cfg(test)]
+mod tests;
