@@ -82,14 +82,14 @@ pub struct Decision {
 /// `tickets` is in bakery order; `last_shared_grant` is when a shared ticket
 /// of this object was last granted. The rules (DESIGN §4):
 ///
-/// - an exclusive ticket is granted when no ticket is held and no waiting
-///   ticket ahead of it stays waiting, except shared tickets it may let
-///   pass... which cannot be, since they would be granted first;
+/// - an exclusive ticket is granted when nothing is held and no exclusive
+///   ticket ahead of it waits (exclusive tickets never pass each other);
 /// - a shared ticket is granted when no exclusive ticket is held, every
 ///   ticket ahead of it is held or is a soft/timed exclusive it may pass,
 ///   and one more holder keeps every holder within its own limit;
 /// - a soft or timed exclusive waits while any shared ticket is held; a
-///   timed one also until `quiet` has passed since the last shared grant.
+///   timed one also until `quiet` has passed since the last shared grant;
+///   a hard one blocks every ticket behind it.
 ///
 /// INVARIANT: granting what this returns never gives an object two
 /// exclusive holders, an exclusive and a shared holder, or more shared
