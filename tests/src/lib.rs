@@ -1,1 +1,1 @@
-
+//! Helpers shared by snaplock's integration tests and load tools.
