@@ -63,10 +63,19 @@ mod tests {
         s.explicit = None;
         assert_eq!(resolve_socket(&s), PathBuf::from("/b.sock"));
         s.env_socket = Some("".into());
-        assert_eq!(resolve_socket(&s), PathBuf::from("/run/snaplock/snaplock.sock"));
+        assert_eq!(
+            resolve_socket(&s),
+            PathBuf::from("/run/snaplock/snaplock.sock")
+        );
         s.run_dir_exists = false;
-        assert_eq!(resolve_socket(&s), PathBuf::from("/run/user/7/snaplock.sock"));
+        assert_eq!(
+            resolve_socket(&s),
+            PathBuf::from("/run/user/7/snaplock.sock")
+        );
         s.xdg_runtime_dir = None;
-        assert_eq!(resolve_socket(&s), PathBuf::from("/tmp/snaplock-7/snaplock.sock"));
+        assert_eq!(
+            resolve_socket(&s),
+            PathBuf::from("/tmp/snaplock-7/snaplock.sock")
+        );
     }
 }

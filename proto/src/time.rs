@@ -34,14 +34,20 @@ impl Time {
 impl Add<Duration> for Time {
     type Output = Time;
     fn add(self, d: Duration) -> Time {
-        Time(self.0.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)))
+        Time(
+            self.0
+                .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+        )
     }
 }
 
 impl Sub<Duration> for Time {
     type Output = Time;
     fn sub(self, d: Duration) -> Time {
-        Time(self.0.saturating_sub(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)))
+        Time(
+            self.0
+                .saturating_sub(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+        )
     }
 }
 
@@ -80,7 +86,10 @@ impl UnixTime {
 
     /// `self + d`, saturating.
     pub fn plus(self, d: Duration) -> UnixTime {
-        UnixTime(self.0.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)))
+        UnixTime(
+            self.0
+                .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+        )
     }
 
     /// `self - earlier` as a signed number of microseconds.
@@ -179,7 +188,11 @@ impl Now {
         if t >= self.mono {
             self.wall.plus(t.saturating_since(self.mono))
         } else {
-            UnixTime(self.wall.0.saturating_sub(self.mono.as_micros() - t.as_micros()))
+            UnixTime(
+                self.wall
+                    .0
+                    .saturating_sub(self.mono.as_micros() - t.as_micros()),
+            )
         }
     }
 
@@ -198,11 +211,34 @@ mod tests {
 
     #[test]
     fn wire_times_read_integers_and_decimals() {
-        assert_eq!(UnixTime::from_wire(b"1700000005"), Some(UnixTime(1_700_000_005_000_000)));
-        assert_eq!(UnixTime::from_wire(b"1700000005.25"), Some(UnixTime(1_700_000_005_250_000)));
-        assert_eq!(UnixTime::from_wire(b"1.123456789"), Some(UnixTime(1_123_456)));
-        for bad in [&b""[..], b".5", b"5.", b"-1", b"1e9", b" 1", b"1.1234567890", b"99999999999999"] {
-            assert_eq!(UnixTime::from_wire(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        assert_eq!(
+            UnixTime::from_wire(b"1700000005"),
+            Some(UnixTime(1_700_000_005_000_000))
+        );
+        assert_eq!(
+            UnixTime::from_wire(b"1700000005.25"),
+            Some(UnixTime(1_700_000_005_250_000))
+        );
+        assert_eq!(
+            UnixTime::from_wire(b"1.123456789"),
+            Some(UnixTime(1_123_456))
+        );
+        for bad in [
+            &b""[..],
+            b".5",
+            b"5.",
+            b"-1",
+            b"1e9",
+            b" 1",
+            b"1.1234567890",
+            b"99999999999999",
+        ] {
+            assert_eq!(
+                UnixTime::from_wire(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
@@ -216,13 +252,22 @@ mod tests {
     #[test]
     fn dates_print_in_utc() {
         assert_eq!(UnixTime(0).to_utc_string(), "1970-01-01 00:00:00");
-        assert_eq!(UnixTime(1_700_000_000_000_000).to_utc_string(), "2023-11-14 22:13:20");
-        assert_eq!(UnixTime(951_782_400_000_000).to_utc_string(), "2000-02-29 00:00:00");
+        assert_eq!(
+            UnixTime(1_700_000_000_000_000).to_utc_string(),
+            "2023-11-14 22:13:20"
+        );
+        assert_eq!(
+            UnixTime(951_782_400_000_000).to_utc_string(),
+            "2000-02-29 00:00:00"
+        );
     }
 
     #[test]
     fn wall_dates_map_to_monotonic_times_and_back() {
-        let now = Now { mono: Time::from_micros(5_000_000), wall: UnixTime(1_000_000_000) };
+        let now = Now {
+            mono: Time::from_micros(5_000_000),
+            wall: UnixTime(1_000_000_000),
+        };
         let later = now.mono_of(UnixTime(1_003_000_000));
         assert_eq!(later, Time::from_micros(8_000_000));
         assert_eq!(now.wall_of(later), UnixTime(1_003_000_000));

@@ -22,11 +22,22 @@ pub(super) struct Client {
 }
 
 impl Core {
-    pub(super) fn client_opened(&mut self, _now: Now, client: ClientId, cred: Credentials) -> Result<(), InputError> {
+    pub(super) fn client_opened(
+        &mut self,
+        _now: Now,
+        client: ClientId,
+        cred: Credentials,
+    ) -> Result<(), InputError> {
         if self.clients.contains_key(&client) {
             return Err(InputError::ClientAlreadyOpen(client));
         }
-        self.clients.insert(client, Client { cred, tickets: BTreeMap::new() });
+        self.clients.insert(
+            client,
+            Client {
+                cred,
+                tickets: BTreeMap::new(),
+            },
+        );
         if self.clients.len() > self.config.max_clients {
             let why = format!("too many clients (max_clients={})", self.config.max_clients);
             self.reply(client, replies::invalid(None, b"", &why));
@@ -35,7 +46,12 @@ impl Core {
         Ok(())
     }
 
-    pub(super) fn client_malformed(&mut self, client: ClientId, line: &[u8], error: &Malformed) -> Result<(), InputError> {
+    pub(super) fn client_malformed(
+        &mut self,
+        client: ClientId,
+        line: &[u8],
+        error: &Malformed,
+    ) -> Result<(), InputError> {
         if !self.clients.contains_key(&client) {
             return Err(InputError::UnknownClient(client));
         }
@@ -59,8 +75,12 @@ impl Core {
         };
         let mut touched = BTreeSet::new();
         for (id, name) in state.tickets {
-            let Some(object) = self.table.objects.get_mut(&name) else { continue };
-            let Some(pos) = object.position(id) else { continue };
+            let Some(object) = self.table.objects.get_mut(&name) else {
+                continue;
+            };
+            let Some(pos) = object.position(id) else {
+                continue;
+            };
             let t = &mut object.tickets[pos];
             if t.detach && t.state.is_held() {
                 // DESIGN §3.2: a detached lock outlives its connection; it
@@ -77,7 +97,12 @@ impl Core {
         Ok(())
     }
 
-    pub(super) fn client_message(&mut self, now: Now, client: ClientId, msg: Message) -> Result<(), InputError> {
+    pub(super) fn client_message(
+        &mut self,
+        now: Now,
+        client: ClientId,
+        msg: Message,
+    ) -> Result<(), InputError> {
         if !self.clients.contains_key(&client) {
             return Err(InputError::UnknownClient(client));
         }
@@ -86,7 +111,11 @@ impl Core {
             "UNLOCK" => self.unlock(now, client, &msg),
             "EXTEND" => self.extend(now, client, &msg),
             "LOCKSTATUS" => {
-                let status = if self.is_ready() { "LOCKREADY" } else { "NOLOCK" };
+                let status = if self.is_ready() {
+                    "LOCKREADY"
+                } else {
+                    "NOLOCK"
+                };
                 self.reply(client, Message::new(status));
             }
             "LISTTICKETS" => {
@@ -123,7 +152,11 @@ impl Core {
         match pid {
             Some(pid) => format!("{}/{pid}", self.config.server_name),
             None => {
-                let peer = self.clients.get(&client).and_then(|c| c.cred.pid).unwrap_or(0);
+                let peer = self
+                    .clients
+                    .get(&client)
+                    .and_then(|c| c.cred.pid)
+                    .unwrap_or(0);
                 format!("{}/{peer}.{}", self.config.server_name, client.0)
             }
         }
@@ -157,7 +190,10 @@ impl Core {
         }
         let queued = existing.map_or(0, |o| o.tickets.len());
         if queued >= self.config.max_tickets_per_object {
-            let why = Refusal::new("overflow", format!("more than {queued} requests on this object"));
+            let why = Refusal::new(
+                "overflow",
+                format!("more than {queued} requests on this object"),
+            );
             return self.refuse(client, &req.target, Some(&key), &why);
         }
         if self.table.ticket_count() >= self.config.max_tickets {
@@ -180,11 +216,17 @@ impl Core {
             state: State::Waiting { deadline },
         };
         self.table.insert(&name, ticket);
-        self.clients.get_mut(&client).expect("open").tickets.insert(id, name.clone());
+        self.clients
+            .get_mut(&client)
+            .expect("open")
+            .tickets
+            .insert(id, name.clone());
         self.grant_what_may_be(now, &name);
         if req.try_once {
             let object = &self.table.objects[&name];
-            let waiting = object.position(id).is_some_and(|p| !object.tickets[p].state.is_held());
+            let waiting = object
+                .position(id)
+                .is_some_and(|p| !object.tickets[p].state.is_held());
             if waiting {
                 self.drop_ticket(&name, id);
                 let why = Refusal::new("busy", "the object is locked");
@@ -195,8 +237,13 @@ impl Core {
 
     /// Finds the ticket an UNLOCK or EXTEND is about. With `pid`, the ticket
     /// of that key; without, this connection's one ticket on the object.
-    fn find_own(&self, client: ClientId, target: &Target) -> Result<Option<(ObjectName, TicketId)>, Refusal> {
-        let Some((name, object)) = self.table.objects.get_key_value(target.object.as_slice()) else {
+    fn find_own(
+        &self,
+        client: ClientId,
+        target: &Target,
+    ) -> Result<Option<(ObjectName, TicketId)>, Refusal> {
+        let Some((name, object)) = self.table.objects.get_key_value(target.object.as_slice())
+        else {
             return Ok(None);
         };
         let ticket = match target.pid {
@@ -208,7 +255,10 @@ impl Core {
                 let mut own = object.tickets.iter().filter(|t| t.owner == Some(client));
                 let first = own.next();
                 if own.next().is_some() {
-                    return Err(Refusal::new("invalid", "several requests of this connection on this object: give pid"));
+                    return Err(Refusal::new(
+                        "invalid",
+                        "several requests of this connection on this object: give pid",
+                    ));
                 }
                 first
             }
@@ -218,7 +268,10 @@ impl Core {
         // connection of the same uid with the same key.
         let same_uid = t.uid == self.clients.get(&client).and_then(|c| c.cred.uid);
         if t.owner != Some(client) && !(t.detach && same_uid) {
-            return Err(Refusal::new("denied", "this lock belongs to another connection"));
+            return Err(Refusal::new(
+                "denied",
+                "this lock belongs to another connection",
+            ));
         }
         Ok(Some((name.clone(), t.id)))
     }
@@ -261,8 +314,15 @@ impl Core {
         match t.state {
             State::Held { fence, .. } => {
                 let lease_end = now.mono + duration;
-                self.table.set_state(&name, id, State::Held { fence, lease_end });
-                let reply = replies::locked(&target.object, &key, now.wall_of(lease_end), fence, target.tag);
+                self.table
+                    .set_state(&name, id, State::Held { fence, lease_end });
+                let reply = replies::locked(
+                    &target.object,
+                    &key,
+                    now.wall_of(lease_end),
+                    fence,
+                    target.tag,
+                );
                 self.reply(client, reply);
             }
             State::Expired { .. } => {
@@ -308,12 +368,20 @@ impl Core {
                     super::ticket::Mode::Shared => "shared",
                 };
                 let when = match t.state {
-                    State::Waiting { deadline } => format!("obtention {}", now.wall_of(deadline).to_utc_string()),
+                    State::Waiting { deadline } => {
+                        format!("obtention {}", now.wall_of(deadline).to_utc_string())
+                    }
                     State::Held { fence, lease_end } => {
-                        format!("timeout {}  fence: {fence}", now.wall_of(lease_end).to_utc_string())
+                        format!(
+                            "timeout {}  fence: {fence}",
+                            now.wall_of(lease_end).to_utc_string()
+                        )
                     }
                     State::Expired { fence, release_at } => {
-                        format!("released {}  fence: {fence}", now.wall_of(release_at).to_utc_string())
+                        format!(
+                            "released {}  fence: {fence}",
+                            now.wall_of(release_at).to_utc_string()
+                        )
                     }
                 };
                 let _ = writeln!(

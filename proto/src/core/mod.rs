@@ -232,9 +232,11 @@ impl Core {
         match input {
             Input::ClientOpened { client, cred } => self.client_opened(now, client, cred),
             Input::ClientMessage { client, msg } => self.client_message(now, client, msg),
-            Input::ClientMalformed { client, line, error } => {
-                self.client_malformed(client, &line, &error)
-            }
+            Input::ClientMalformed {
+                client,
+                line,
+                error,
+            } => self.client_malformed(client, &line, &error),
             Input::ClientClosed { client } => self.client_closed(now, client),
         }
     }
@@ -263,7 +265,11 @@ impl Core {
         self.stopping = true;
         let names: Vec<_> = self.table.objects.keys().cloned().collect();
         for name in names {
-            let ids: Vec<_> = self.table.objects[&name].tickets.iter().map(|t| t.id).collect();
+            let ids: Vec<_> = self.table.objects[&name]
+                .tickets
+                .iter()
+                .map(|t| t.id)
+                .collect();
             for id in ids {
                 if let Some(t) = self.table.remove(&name, id) {
                     self.forget_ticket(&t);
@@ -338,8 +344,14 @@ impl Core {
             let object = &self.table.objects[name];
             let t = &object.tickets[object.position(id).expect("granted ticket exists")];
             let lease_end = now.mono + t.duration;
-            let (owner, key, tag, shared) = (t.owner, t.key.clone(), t.tag, t.kind.mode == ticket::Mode::Shared);
-            self.table.set_state(name, id, State::Held { fence, lease_end });
+            let (owner, key, tag, shared) = (
+                t.owner,
+                t.key.clone(),
+                t.tag,
+                t.kind.mode == ticket::Mode::Shared,
+            );
+            self.table
+                .set_state(name, id, State::Held { fence, lease_end });
             if shared {
                 self.table.note_shared_grant(name, now.mono);
             }
@@ -349,13 +361,20 @@ impl Core {
                 self.reply(owner, msg);
             }
         }
-        debug_assert!(self.table.holders_are_compatible(name), "S1 broken on {name:?}");
+        debug_assert!(
+            self.table.holders_are_compatible(name),
+            "S1 broken on {name:?}"
+        );
     }
 
     /// A ticket's deadline came: fail it, expire it, or take it back.
     fn ticket_timer(&mut self, now: Now, name: &table::ObjectName, id: table::TicketId, at: Time) {
-        let Some(object) = self.table.objects.get(name) else { return };
-        let Some(pos) = object.position(id) else { return };
+        let Some(object) = self.table.objects.get(name) else {
+            return;
+        };
+        let Some(pos) = object.position(id) else {
+            return;
+        };
         let t = &object.tickets[pos];
         if t.state.deadline() != at {
             return; // re-armed since: stale
@@ -365,8 +384,12 @@ impl Core {
                 let t = self.table.remove(name, id).expect("ticket exists");
                 self.forget_ticket(&t);
                 if let Some(owner) = t.owner {
-                    let refusal = request::Refusal::new("timedout", "not obtained before the timeout");
-                    self.reply(owner, replies::lock_failed(name, Some(&t.key), t.tag, &refusal));
+                    let refusal =
+                        request::Refusal::new("timedout", "not obtained before the timeout");
+                    self.reply(
+                        owner,
+                        replies::lock_failed(name, Some(&t.key), t.tag, &refusal),
+                    );
                 }
                 // A waiting ticket that leaves may unblock shared ones behind it.
                 self.grant_what_may_be(now, name);
@@ -382,7 +405,8 @@ impl Core {
                     self.grant_what_may_be(now, name);
                 } else {
                     let release_at = now.mono + grace;
-                    self.table.set_state(name, id, State::Expired { fence, release_at });
+                    self.table
+                        .set_state(name, id, State::Expired { fence, release_at });
                 }
             }
             State::Expired { .. } => {

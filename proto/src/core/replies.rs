@@ -17,7 +17,13 @@ fn about(command: &str, object: &[u8], tag: Option<i64>) -> Message {
 }
 
 /// `LOCKED object_name=O;key=K;timeout_date=T;fence=F[;tag=G]`.
-pub fn locked(object: &[u8], key: &str, timeout_date: UnixTime, fence: u64, tag: Option<i64>) -> Message {
+pub fn locked(
+    object: &[u8],
+    key: &str,
+    timeout_date: UnixTime,
+    fence: u64,
+    tag: Option<i64>,
+) -> Message {
     let mut msg = about("LOCKED", object, tag);
     msg.set("key", key);
     msg.set("timeout_date", timeout_date.to_wire());

@@ -89,12 +89,17 @@ pub fn decode_target(msg: &Message) -> Result<Target, (Refusal, Target)> {
         }
     }
     if target.object.is_empty() {
-        return Err((Refusal::invalid("object_name is required and must not be empty"), target));
+        return Err((
+            Refusal::invalid("object_name is required and must not be empty"),
+            target,
+        ));
     }
     if target.object.len() > MAX_OBJECT_NAME {
         target.object.truncate(64);
         return Err((
-            Refusal::invalid(format!("object_name is longer than {MAX_OBJECT_NAME} bytes")),
+            Refusal::invalid(format!(
+                "object_name is longer than {MAX_OBJECT_NAME} bytes"
+            )),
             target,
         ));
     }
@@ -108,35 +113,58 @@ pub fn decode_target(msg: &Message) -> Result<Target, (Refusal, Target)> {
 }
 
 /// Decodes a `LOCK`; `defaults` gives the values of absent parameters.
-pub fn decode_lock(msg: &Message, now: Now, defaults: &Defaults) -> Result<LockRequest, (Refusal, Target)> {
+pub fn decode_lock(
+    msg: &Message,
+    now: Now,
+    defaults: &Defaults,
+) -> Result<LockRequest, (Refusal, Target)> {
     let target = decode_target(msg)?;
     let fail = |r: Refusal, t: &Target| Err((r, t.clone()));
     let deadline = match msg.get("timeout") {
         None => now.wall.plus(defaults.timeout),
         Some(v) => match UnixTime::from_wire(v) {
             Some(d) => d,
-            None => return fail(Refusal::invalid("timeout must be a date in Unix seconds"), &target),
+            None => {
+                return fail(
+                    Refusal::invalid("timeout must be a date in Unix seconds"),
+                    &target,
+                );
+            }
         },
     };
     if deadline.micros_since(now.wall) > MAX_WAIT.as_micros() as i128 {
-        return fail(Refusal::invalid("timeout is more than 7 days away"), &target);
+        return fail(
+            Refusal::invalid("timeout is more than 7 days away"),
+            &target,
+        );
     }
     let duration = match duration_param(msg, "duration", defaults.duration) {
         Ok(d) if (MIN_DURATION..=MAX_DURATION).contains(&d) => d,
         Ok(_) | Err(()) => {
-            return fail(Refusal::invalid("duration must be from 1 to 604800 seconds"), &target);
+            return fail(
+                Refusal::invalid("duration must be from 1 to 604800 seconds"),
+                &target,
+            );
         }
     };
     let unlock_duration = match duration_param(msg, "unlock_duration", defaults.unlock_duration) {
         Ok(d) if d <= MAX_DURATION => d,
         Ok(_) | Err(()) => {
-            return fail(Refusal::invalid("unlock_duration must be from 0 to 604800 seconds"), &target);
+            return fail(
+                Refusal::invalid("unlock_duration must be from 0 to 604800 seconds"),
+                &target,
+            );
         }
     };
     let mode = match msg.get("mode") {
         None | Some(b"exclusive") => Mode::Exclusive,
         Some(b"shared") => Mode::Shared,
-        Some(_) => return fail(Refusal::invalid("mode must be exclusive or shared"), &target),
+        Some(_) => {
+            return fail(
+                Refusal::invalid("mode must be exclusive or shared"),
+                &target,
+            );
+        }
     };
     let limit = match msg.get("limit") {
         None => None,
@@ -146,23 +174,42 @@ pub fn decode_lock(msg: &Message, now: Now, defaults: &Defaults) -> Result<LockR
         },
     };
     if limit.is_some() && mode == Mode::Exclusive {
-        return fail(Refusal::invalid("limit applies to mode=shared only"), &target);
+        return fail(
+            Refusal::invalid("limit applies to mode=shared only"),
+            &target,
+        );
     }
     let quiet = match duration_param(msg, "quiet", Duration::ZERO) {
         Ok(d) if d <= MAX_DURATION => d,
-        Ok(_) | Err(()) => return fail(Refusal::invalid("quiet must be from 0 to 604800 seconds"), &target),
+        Ok(_) | Err(()) => {
+            return fail(
+                Refusal::invalid("quiet must be from 0 to 604800 seconds"),
+                &target,
+            );
+        }
     };
     let policy = match msg.get("policy") {
         None | Some(b"hard") => Policy::Hard,
         Some(b"soft") => Policy::Soft,
         Some(b"timed") => Policy::Timed { quiet },
-        Some(_) => return fail(Refusal::invalid("policy must be hard, soft or timed"), &target),
+        Some(_) => {
+            return fail(
+                Refusal::invalid("policy must be hard, soft or timed"),
+                &target,
+            );
+        }
     };
     if msg.get("quiet").is_some() && !matches!(policy, Policy::Timed { .. }) {
-        return fail(Refusal::invalid("quiet applies to policy=timed only"), &target);
+        return fail(
+            Refusal::invalid("quiet applies to policy=timed only"),
+            &target,
+        );
     }
     if policy != Policy::Hard && mode == Mode::Shared {
-        return fail(Refusal::invalid("policy applies to mode=exclusive only"), &target);
+        return fail(
+            Refusal::invalid("policy applies to mode=exclusive only"),
+            &target,
+        );
     }
     let try_once = match bool_param(msg, "try") {
         Ok(b) => b,
@@ -177,7 +224,11 @@ pub fn decode_lock(msg: &Message, now: Now, defaults: &Defaults) -> Result<LockR
         deadline,
         duration,
         unlock_duration,
-        kind: Kind { mode, limit, policy },
+        kind: Kind {
+            mode,
+            limit,
+            policy,
+        },
         try_once,
         detach,
     })
@@ -186,10 +237,16 @@ pub fn decode_lock(msg: &Message, now: Now, defaults: &Defaults) -> Result<LockR
 /// Decodes an `EXTEND`: the target and the new lease length.
 pub fn decode_extend(msg: &Message) -> Result<(Target, Duration), (Refusal, Target)> {
     let target = decode_target(msg)?;
-    match msg.get("duration").map(|v| parse_duration(v, MAX_DURATION.as_secs())) {
+    match msg
+        .get("duration")
+        .map(|v| parse_duration(v, MAX_DURATION.as_secs()))
+    {
         Some(Some(d)) if (MIN_DURATION..=MAX_DURATION).contains(&d) => Ok((target, d)),
         None => Err((Refusal::invalid("EXTEND needs duration"), target)),
-        Some(_) => Err((Refusal::invalid("duration must be from 1 to 604800 seconds"), target)),
+        Some(_) => Err((
+            Refusal::invalid("duration must be from 1 to 604800 seconds"),
+            target,
+        )),
     }
 }
 
@@ -236,8 +293,9 @@ pub fn parse_u64(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    v.iter()
-        .try_fold(0u64, |a, &b| a.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+    v.iter().try_fold(0u64, |a, &b| {
+        a.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
 }
 
 /// `-?[0-9]+` within `i64`.

@@ -155,7 +155,10 @@ impl Table {
 
     /// Inserts `ticket` in bakery order and arms its timer.
     pub fn insert(&mut self, name: &ObjectName, ticket: Ticket) {
-        self.arm(ticket.state.deadline(), Timer::Ticket(ticket.id, name.clone()));
+        self.arm(
+            ticket.state.deadline(),
+            Timer::Ticket(ticket.id, name.clone()),
+        );
         let object = self.objects.entry(name.clone()).or_default();
         let at = object
             .tickets
@@ -179,8 +182,12 @@ impl Table {
 
     /// Moves a ticket to a new state, re-arming its timer.
     pub fn set_state(&mut self, name: &ObjectName, id: TicketId, state: State) {
-        let Some(object) = self.objects.get_mut(name) else { return };
-        let Some(pos) = object.position(id) else { return };
+        let Some(object) = self.objects.get_mut(name) else {
+            return;
+        };
+        let Some(pos) = object.position(id) else {
+            return;
+        };
         let old = std::mem::replace(&mut object.tickets[pos].state, state);
         if old.deadline() != state.deadline() {
             let timer = Timer::Ticket(id, name.clone());
@@ -192,14 +199,23 @@ impl Table {
     /// The tickets of `name` that may be granted now (positions), given
     /// [`who_may_hold`]; arms a recheck timer when time alone may change it.
     pub fn grantable(&mut self, name: &ObjectName, now: Time) -> Vec<TicketId> {
-        let Some(object) = self.objects.get(name) else { return Vec::new() };
+        let Some(object) = self.objects.get(name) else {
+            return Vec::new();
+        };
         let views: Vec<View> = object
             .tickets
             .iter()
-            .map(|t| View { kind: t.kind, held: t.state.is_held() })
+            .map(|t| View {
+                kind: t.kind,
+                held: t.state.is_held(),
+            })
             .collect();
         let decision = who_may_hold(&views, object.last_shared_grant, now);
-        let ids = decision.grant.iter().map(|&i| object.tickets[i].id).collect();
+        let ids = decision
+            .grant
+            .iter()
+            .map(|&i| object.tickets[i].id)
+            .collect();
         if let Some(at) = decision.recheck_at {
             self.arm(at, Timer::Recheck(name.clone()));
         }
@@ -216,7 +232,9 @@ impl Table {
     /// INVARIANT (S1): an object has at most one exclusive holder and then no
     /// shared holder; shared holders never exceed any holder's own limit.
     pub fn holders_are_compatible(&self, name: &ObjectName) -> bool {
-        let Some(object) = self.objects.get(name) else { return true };
+        let Some(object) = self.objects.get(name) else {
+            return true;
+        };
         let held = object.tickets.iter().filter(|t| t.state.is_held());
         let (mut exclusive, mut shared, mut room) = (0usize, 0usize, usize::MAX);
         for t in held {

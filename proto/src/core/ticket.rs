@@ -162,13 +162,29 @@ mod tests {
     use super::*;
 
     fn excl(held: bool) -> View {
-        View { kind: Kind::EXCLUSIVE, held }
+        View {
+            kind: Kind::EXCLUSIVE,
+            held,
+        }
     }
     fn excl_policy(policy: Policy) -> View {
-        View { kind: Kind { policy, ..Kind::EXCLUSIVE }, held: false }
+        View {
+            kind: Kind {
+                policy,
+                ..Kind::EXCLUSIVE
+            },
+            held: false,
+        }
     }
     fn shared(limit: Option<u32>, held: bool) -> View {
-        View { kind: Kind { mode: Mode::Shared, limit, policy: Policy::Hard }, held }
+        View {
+            kind: Kind {
+                mode: Mode::Shared,
+                limit,
+                policy: Policy::Hard,
+            },
+            held,
+        }
     }
     fn grants(tickets: &[View]) -> Vec<usize> {
         who_may_hold(tickets, None, Time::ZERO).grant
@@ -181,22 +197,35 @@ mod tests {
 
     #[test]
     fn nothing_is_granted_while_an_exclusive_ticket_is_held() {
-        assert_eq!(grants(&[excl(true), excl(false), shared(None, false)]), Vec::<usize>::new());
+        assert_eq!(
+            grants(&[excl(true), excl(false), shared(None, false)]),
+            Vec::<usize>::new()
+        );
     }
 
     #[test]
     fn consecutive_shared_tickets_are_granted_together() {
-        assert_eq!(grants(&[shared(None, false), shared(None, false), excl(false)]), vec![0, 1]);
+        assert_eq!(
+            grants(&[shared(None, false), shared(None, false), excl(false)]),
+            vec![0, 1]
+        );
     }
 
     #[test]
     fn a_hard_exclusive_ticket_keeps_later_shared_tickets_waiting() {
-        assert_eq!(grants(&[shared(None, true), excl(false), shared(None, false)]), Vec::<usize>::new());
+        assert_eq!(
+            grants(&[shared(None, true), excl(false), shared(None, false)]),
+            Vec::<usize>::new()
+        );
     }
 
     #[test]
     fn a_soft_exclusive_ticket_lets_later_shared_tickets_pass() {
-        let t = [shared(None, true), excl_policy(Policy::Soft), shared(None, false)];
+        let t = [
+            shared(None, true),
+            excl_policy(Policy::Soft),
+            shared(None, false),
+        ];
         assert_eq!(grants(&t), vec![2]);
     }
 
@@ -208,13 +237,22 @@ mod tests {
 
     #[test]
     fn a_later_exclusive_ticket_never_passes_an_earlier_one() {
-        let t = [shared(None, true), excl_policy(Policy::Soft), excl(false), shared(None, false)];
+        let t = [
+            shared(None, true),
+            excl_policy(Policy::Soft),
+            excl(false),
+            shared(None, false),
+        ];
         assert_eq!(grants(&t), Vec::<usize>::new());
     }
 
     #[test]
     fn a_counted_lock_grants_no_more_than_its_limit() {
-        let t = [shared(Some(2), true), shared(Some(2), false), shared(Some(2), false)];
+        let t = [
+            shared(Some(2), true),
+            shared(Some(2), false),
+            shared(Some(2), false),
+        ];
         assert_eq!(grants(&t), vec![1]);
     }
 
@@ -231,9 +269,17 @@ mod tests {
         ];
         assert_eq!(grants(&t), Vec::<usize>::new());
         // A holder made with capacity 2 caps everybody while it holds.
-        let t = [shared(Some(2), true), shared(Some(6), true), shared(Some(6), false)];
+        let t = [
+            shared(Some(2), true),
+            shared(Some(6), true),
+            shared(Some(6), false),
+        ];
         assert_eq!(grants(&t), Vec::<usize>::new());
-        let t = [shared(Some(6), true), shared(Some(6), false), shared(Some(2), false)];
+        let t = [
+            shared(Some(6), true),
+            shared(Some(6), false),
+            shared(Some(2), false),
+        ];
         assert_eq!(grants(&t), vec![1]);
     }
 
@@ -277,7 +323,10 @@ mod tests {
         }
         fn check(list: &[View]) {
             let held_before: Vec<View> = list.iter().copied().filter(|t| t.held).collect();
-            let excl_before = held_before.iter().filter(|t| t.kind.mode == Mode::Exclusive).count();
+            let excl_before = held_before
+                .iter()
+                .filter(|t| t.kind.mode == Mode::Exclusive)
+                .count();
             let shared_before = held_before.len() - excl_before;
             let before_ok = excl_before == 0 || (excl_before == 1 && shared_before == 0);
             let d = who_may_hold(list, None, Time::ZERO);
@@ -287,14 +336,25 @@ mod tests {
                 after[i].held = true;
             }
             let holders: Vec<View> = after.iter().copied().filter(|t| t.held).collect();
-            let n_excl = holders.iter().filter(|t| t.kind.mode == Mode::Exclusive).count();
+            let n_excl = holders
+                .iter()
+                .filter(|t| t.kind.mode == Mode::Exclusive)
+                .count();
             let n_shared = holders.len() - n_excl;
-            if !before_ok || held_before.iter().any(|t| t.kind.limit.is_some_and(|l| (l as usize) < shared_before)) {
+            if !before_ok
+                || held_before
+                    .iter()
+                    .any(|t| t.kind.limit.is_some_and(|l| (l as usize) < shared_before))
+            {
                 // An impossible starting state: only require no new grant of
                 // an exclusive ticket beside holders.
                 return;
             }
-            assert!(n_excl == 0 || (n_excl == 1 && n_shared == 0), "{list:?} -> {:?}", d.grant);
+            assert!(
+                n_excl == 0 || (n_excl == 1 && n_shared == 0),
+                "{list:?} -> {:?}",
+                d.grant
+            );
             for h in &holders {
                 if let Some(l) = h.kind.limit {
                     if d.grant.is_empty() {

@@ -85,7 +85,9 @@ impl LineFramer {
                     }
                     if line.len() > self.max_line {
                         let cut = line.len().min(256);
-                        return Some(Frame::TooLong { prefix: &line[..cut] });
+                        return Some(Frame::TooLong {
+                            prefix: &line[..cut],
+                        });
                     }
                     return Some(Frame::Line(line));
                 }

@@ -97,7 +97,10 @@ pub fn command_of(line: &[u8]) -> Option<&str> {
         .position(|&b| b == b' ')
         .map_or(line.len(), |i| pos + i);
     let word = &line[pos..word_end];
-    let start = word.iter().rposition(|&b| b == b'/' || b == b':').map_or(0, |i| i + 1);
+    let start = word
+        .iter()
+        .rposition(|&b| b == b'/' || b == b':')
+        .map_or(0, |i| i + 1);
     let command = &word[start..];
     if is_valid_command(command) {
         std::str::from_utf8(command).ok()
