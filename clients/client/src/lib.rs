@@ -1,1 +1,440 @@
+//! A small blocking client for the snaplock agent (`snaplockd`).
+//!
+//! One [`Client`] is one connection to the agent's Unix socket. Requests go
+//! out as protocol lines (DESIGN §3, `snaplock(7)`); every request about a
+//! lock carries a fresh `tag` from a per-connection counter, and the reply
+//! is the message that echoes it. Whatever arrives while a reply is awaited
+//! and is not that reply (typically `UNLOCKED error=timedout` about another
+//! lock of this connection) is kept in order as an *event*, for
+//! [`Client::next_event`] or [`Client::recv`].
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use snaplock_client::{Client, LockOptions, default_socket_path};
+//!
+//! let mut client = Client::connect(&default_socket_path(None))?;
+//! let opts = LockOptions { wait: Some(Duration::from_secs(2)), ..LockOptions::default() };
+//! let grant = client.lock(b"https://example.com/user/42", &opts)?;
+//! println!("fence {}", grant.fence);
+//! client.unlock(b"https://example.com/user/42")?;
+//! # Ok::<(), snaplock_client::Error>(())
+//! ```
+//!
+//! Closing the connection (dropping the client) releases every lock it
+//! holds, except those taken with [`LockOptions::detach`].
+//!
+//! A caller that runs its own event loop polls [`AsFd::as_fd`] for
+//! readability, but must first drain what is already buffered
+//! ([`Client::has_buffered`]): a read may have brought several lines.
 
+#![warn(missing_docs)]
+
+pub mod clock;
+mod error;
+mod request;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::MsgFlags;
+use snaplock_proto::paths::{RUN_DIR, SOCKET_ENV, SocketSources, resolve_socket};
+use snaplock_proto::wire::{Frame, LineFramer, Message, encode_to_vec, parse};
+
+pub use crate::error::Error;
+pub use crate::request::{
+    DEFAULT_WAIT, Grant, LockOptions, Mode, Policy, extend_message, tag_of, unlock_message,
+};
+pub use snaplock_proto::UnixTime;
+pub use snaplock_proto::wire;
+
+/// Longest line accepted from the agent: a `TICKETLIST` of a busy agent is
+/// one line, so this is far above the agent's own 64 KiB request limit.
+pub const MAX_REPLY_LINE: usize = 16 << 20;
+
+/// How long a request waits for its reply unless told otherwise
+/// ([`Client::set_reply_timeout`]); a `LOCK` waits this much longer than
+/// its own wait.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const READ_CHUNK: usize = 64 << 10;
+
+/// The agent's socket path by the rule of DESIGN §3.1: `explicit`; else
+/// `$SNAPLOCK_SOCKET`; else `/run/snaplock/snaplock.sock` when that directory
+/// exists; else `$XDG_RUNTIME_DIR/snaplock.sock`; else
+/// `/tmp/snaplock-<uid>/snaplock.sock`.
+pub fn default_socket_path(explicit: Option<&Path>) -> PathBuf {
+    let env = |name: &str| std::env::var_os(name).map(PathBuf::from);
+    resolve_socket(&SocketSources {
+        explicit: explicit.map(Path::to_path_buf),
+        env_socket: env(SOCKET_ENV),
+        run_dir_exists: Path::new(RUN_DIR).is_dir(),
+        xdg_runtime_dir: env("XDG_RUNTIME_DIR"),
+        uid: nix::unistd::getuid().as_raw(),
+    })
+}
+
+/// A line from the agent, read but not yet handed out.
+enum Incoming {
+    Message(Message),
+    /// A line that does not parse, or is too long: why, for [`Error::Protocol`].
+    Malformed(String),
+}
+
+/// One connection to the agent. Blocking; not shared between threads.
+pub struct Client {
+    stream: UnixStream,
+    framer: LineFramer,
+    /// Parsed lines not yet looked at, in arrival order.
+    inbox: VecDeque<Incoming>,
+    /// Messages set aside while a reply to something else was awaited.
+    /// They precede everything in `inbox`.
+    events: VecDeque<Message>,
+    /// The agent closed its end; `inbox` may still hold its last lines.
+    closed: bool,
+    next_tag: i64,
+    reply_timeout: Duration,
+    /// The `pid` each held lock was requested with, so EXTEND and UNLOCK
+    /// name the same ticket key.
+    pids: BTreeMap<Vec<u8>, u64>,
+}
+
+impl Client {
+    /// Connects to the agent's socket at `path`.
+    pub fn connect(path: &Path) -> Result<Client, Error> {
+        UnixStream::connect(path)
+            .map(Client::from_stream)
+            .map_err(Error::Io)
+    }
+
+    /// A client over an already connected stream.
+    pub fn from_stream(stream: UnixStream) -> Client {
+        Client {
+            stream,
+            framer: LineFramer::new(MAX_REPLY_LINE),
+            inbox: VecDeque::new(),
+            events: VecDeque::new(),
+            closed: false,
+            next_tag: 1,
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
+            pids: BTreeMap::new(),
+        }
+    }
+
+    /// How long [`request`](Self::request)-based helpers wait for a reply.
+    pub fn set_reply_timeout(&mut self, timeout: Duration) {
+        self.reply_timeout = timeout;
+    }
+
+    /// See [`set_reply_timeout`](Self::set_reply_timeout).
+    pub fn reply_timeout(&self) -> Duration {
+        self.reply_timeout
+    }
+
+    /// A tag not used before on this connection.
+    pub fn new_tag(&mut self) -> i64 {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        tag
+    }
+
+    /// Sends one message.
+    pub fn send(&mut self, msg: &Message) -> Result<(), Error> {
+        self.write_all(&encode_to_vec(msg))
+    }
+
+    /// Sends one raw line, as typed (a `\n` is appended). The line must not
+    /// contain a newline.
+    pub fn send_line(&mut self, line: &[u8]) -> Result<(), Error> {
+        if line.contains(&b'\n') {
+            let e = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a line cannot contain a newline",
+            );
+            return Err(Error::Io(e));
+        }
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line);
+        bytes.push(b'\n');
+        self.write_all(&bytes)
+    }
+
+    fn write_all(&mut self, mut bytes: &[u8]) -> Result<(), Error> {
+        // MSG_NOSIGNAL: a closed agent is an error to report, not a SIGPIPE
+        // that kills a caller that did not ignore it.
+        while !bytes.is_empty() {
+            match nix::sys::socket::send(self.stream.as_raw_fd(), bytes, MsgFlags::MSG_NOSIGNAL) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(Error::from(io::Error::from(e))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next message: an event set aside earlier, a buffered line, or one
+    /// read from the socket within `timeout` (`None`: wait as long as it
+    /// takes). `Ok(None)` when nothing arrived in time.
+    pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, Error> {
+        if let Some(msg) = self.events.pop_front() {
+            return Ok(Some(msg));
+        }
+        let deadline = timeout.map(|t| clock::monotonic() + t);
+        loop {
+            match self.inbox.pop_front() {
+                Some(Incoming::Message(msg)) => return Ok(Some(msg)),
+                Some(Incoming::Malformed(why)) => return Err(Error::Protocol(why)),
+                None => {}
+            }
+            if self.closed {
+                return Err(Error::Closed);
+            }
+            if !self.fill(deadline)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The next message already received, without reading the socket:
+    /// events set aside while awaiting replies first, then buffered lines.
+    pub fn next_event(&mut self) -> Option<Message> {
+        if let Some(msg) = self.events.pop_front() {
+            return Some(msg);
+        }
+        while let Some(incoming) = self.inbox.pop_front() {
+            if let Incoming::Message(msg) = incoming {
+                return Some(msg);
+            }
+        }
+        None
+    }
+
+    /// Waits up to `timeout` for the next message that is not a reply being
+    /// awaited: the same as [`recv`](Self::recv), named for event loops.
+    pub fn poll_event(&mut self, timeout: Option<Duration>) -> Result<Option<Message>, Error> {
+        self.recv(timeout)
+    }
+
+    /// Whether messages are buffered: polling the socket would not show
+    /// them, so call [`recv`](Self::recv) or [`next_event`](Self::next_event)
+    /// first.
+    pub fn has_buffered(&self) -> bool {
+        !self.events.is_empty() || !self.inbox.is_empty()
+    }
+
+    /// Sends `msg` and returns its reply: the first message that carries
+    /// `msg`'s `tag`, or, for an untagged `msg`, the first untagged message
+    /// that is not about a lock. An untagged `INVALID` or `UNKNOWN` is a
+    /// reply to anything. Other messages are kept as events.
+    pub fn request(&mut self, msg: &Message, timeout: Duration) -> Result<Message, Error> {
+        self.send(msg)?;
+        self.await_reply(tag_of(msg), timeout)
+    }
+
+    fn await_reply(&mut self, tag: Option<i64>, timeout: Duration) -> Result<Message, Error> {
+        let deadline = clock::monotonic() + timeout;
+        loop {
+            while let Some(incoming) = self.inbox.pop_front() {
+                match incoming {
+                    Incoming::Malformed(why) => return Err(Error::Protocol(why)),
+                    Incoming::Message(msg) if is_reply(&msg, tag) => return Ok(msg),
+                    Incoming::Message(msg) => self.events.push_back(msg),
+                }
+            }
+            if self.closed {
+                return Err(Error::Closed);
+            }
+            if !self.fill(Some(deadline))? {
+                return Err(Error::Timeout);
+            }
+        }
+    }
+
+    /// Requests a lock on `object` and waits for the outcome: at most the
+    /// lock's wait plus the reply timeout. On [`Error::Timeout`] the request
+    /// is cancelled with `UNLOCK` before returning.
+    pub fn lock(&mut self, object: impl AsRef<[u8]>, opts: &LockOptions) -> Result<Grant, Error> {
+        let object = object.as_ref();
+        let tag = self.new_tag();
+        self.send(&opts.to_message(object, tag, clock::wall()))?;
+        let wait = opts.wait.unwrap_or(DEFAULT_WAIT) + self.reply_timeout;
+        let reply = match self.await_reply(Some(tag), wait) {
+            Ok(reply) => reply,
+            Err(Error::Timeout) => {
+                // A grant could still come; the UNLOCK makes sure it does
+                // not leave a lock nobody knows it holds.
+                let cancel_tag = self.new_tag();
+                let _ = self.send(&unlock_message(object, cancel_tag, opts.pid));
+                return Err(Error::Timeout);
+            }
+            Err(e) => return Err(e),
+        };
+        let grant = Grant::from_reply(&reply)?;
+        if grant.object != object {
+            return Err(request::unexpected(&reply));
+        }
+        if let Some(pid) = opts.pid {
+            self.pids.insert(object.to_vec(), pid);
+        }
+        Ok(grant)
+    }
+
+    /// Renews the lease of a held lock: it now ends `duration` from now.
+    /// The fence is unchanged.
+    pub fn extend(&mut self, object: impl AsRef<[u8]>, duration: Duration) -> Result<Grant, Error> {
+        let object = object.as_ref();
+        let tag = self.new_tag();
+        let pid = self.pids.get(object).copied();
+        let reply = self.request(
+            &extend_message(object, duration, tag, pid),
+            self.reply_timeout,
+        )?;
+        Grant::from_reply(&reply)
+    }
+
+    /// Releases a held lock, or cancels a pending request. Releasing what is
+    /// not held succeeds.
+    pub fn unlock(&mut self, object: impl AsRef<[u8]>) -> Result<(), Error> {
+        let object = object.as_ref();
+        let pid = self.pids.get(object).copied();
+        self.unlock_pid(object, pid)
+    }
+
+    /// [`unlock`](Self::unlock) of the ticket of `pid`: how another
+    /// connection of the same user ends a detached lock.
+    pub fn unlock_pid(&mut self, object: impl AsRef<[u8]>, pid: Option<u64>) -> Result<(), Error> {
+        let object = object.as_ref();
+        let tag = self.new_tag();
+        let reply = self.request(&unlock_message(object, tag, pid), self.reply_timeout)?;
+        match reply.command.as_str() {
+            "UNLOCKED" if reply.get("error").is_none() => {
+                self.pids.remove(object);
+                Ok(())
+            }
+            "LOCKFAILED" => Err(request::refusal(&reply)),
+            _ => Err(request::unexpected(&reply)),
+        }
+    }
+
+    /// Whether the agent can grant locks now (`LOCKSTATUS`).
+    pub fn status(&mut self) -> Result<bool, Error> {
+        let reply = self.request(&Message::new("LOCKSTATUS"), self.reply_timeout)?;
+        match reply.command.as_str() {
+            "LOCKREADY" => Ok(true),
+            "NOLOCK" => Ok(false),
+            _ => Err(request::unexpected(&reply)),
+        }
+    }
+
+    /// The agent's `STATUS` message (`INFO`): server name, version,
+    /// readiness, leaders, counts.
+    pub fn info(&mut self) -> Result<Message, Error> {
+        let reply = self.request(&Message::new("INFO"), self.reply_timeout)?;
+        match reply.command.as_str() {
+            "STATUS" => Ok(reply),
+            _ => Err(request::unexpected(&reply)),
+        }
+    }
+
+    /// The agent's ticket list (`LISTTICKETS`): one line per ticket.
+    pub fn list(&mut self) -> Result<String, Error> {
+        let reply = self.request(&Message::new("LISTTICKETS"), self.reply_timeout)?;
+        match (reply.command.as_str(), reply.get("list")) {
+            ("TICKETLIST", Some(list)) => Ok(String::from_utf8_lossy(list).into_owned()),
+            _ => Err(request::unexpected(&reply)),
+        }
+    }
+
+    /// Waits until the socket is readable or `deadline` passes, then reads
+    /// once and frames what came. `Ok(false)`: the deadline passed first.
+    fn fill(&mut self, deadline: Option<Instant>) -> Result<bool, Error> {
+        loop {
+            let timeout = match deadline {
+                None => PollTimeout::NONE,
+                Some(d) => poll_timeout(d.saturating_duration_since(clock::monotonic())),
+            };
+            let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, timeout) {
+                Ok(0) if timeout == PollTimeout::ZERO => return Ok(false),
+                // Millisecond rounding may wake us a little early; look again.
+                Ok(0) => {}
+                Ok(_) => break,
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(Error::Io(e.into())),
+            }
+        }
+        let buf = self.framer.buffer_mut();
+        let old = buf.len();
+        buf.resize(old + READ_CHUNK, 0);
+        let read = loop {
+            match self.stream.read(&mut buf[old..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other,
+            }
+        };
+        let n = match read {
+            Ok(n) => n,
+            Err(e) => {
+                buf.truncate(old);
+                return Err(Error::from(e));
+            }
+        };
+        buf.truncate(old + n);
+        if n == 0 {
+            self.closed = true;
+        }
+        while let Some(frame) = self.framer.next_line() {
+            let incoming = match frame {
+                Frame::Line(line) => match parse(line) {
+                    Ok(msg) => Incoming::Message(msg),
+                    Err(e) => Incoming::Malformed(format!(
+                        "unreadable line from the agent ({e}): {}",
+                        String::from_utf8_lossy(&line[..line.len().min(200)])
+                    )),
+                },
+                Frame::TooLong { .. } => Incoming::Malformed(format!(
+                    "a line from the agent is longer than {MAX_REPLY_LINE} bytes"
+                )),
+            };
+            self.inbox.push_back(incoming);
+        }
+        Ok(true)
+    }
+}
+
+/// Whether `msg` answers the request tagged `tag` (see [`Client::request`]).
+fn is_reply(msg: &Message, tag: Option<i64>) -> bool {
+    let about_a_lock = matches!(msg.command.as_str(), "LOCKED" | "LOCKFAILED" | "UNLOCKED");
+    match (tag_of(msg), tag) {
+        (Some(got), Some(want)) => got == want,
+        (Some(_), None) => false,
+        (None, _) if matches!(msg.command.as_str(), "INVALID" | "UNKNOWN") => true,
+        (None, Some(_)) => false,
+        (None, None) => !about_a_lock,
+    }
+}
+
+/// `d` in whole milliseconds, rounded up so a poll never wakes before it.
+fn poll_timeout(d: Duration) -> PollTimeout {
+    let ms = d.as_micros().div_ceil(1000);
+    PollTimeout::try_from(ms.min(i32::MAX as u128)).unwrap_or(PollTimeout::MAX)
+}
+
+impl AsFd for Client {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}
+
+impl AsRawFd for Client {
+    fn as_raw_fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+}
