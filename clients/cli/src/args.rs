@@ -1,0 +1,360 @@
+//! The command line, parsed into a [`Command`] without touching the world.
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use getopts::{Matches, Options, ParsingStyle};
+use snaplock_proto::time::parse_duration;
+
+/// The help text (`-h`, `--help`).
+pub const USAGE: &str = "\
+Usage: snaplock-cli [--socket PATH] COMMAND [ARGS...]
+
+Take cluster-wide named locks from the local snaplock agent (snaplockd).
+
+Commands:
+  lock [-w SECS] [-d SECS] [-n] [-s] [-E CODE] NAME [--] COMMAND [ARGS...]
+      Lock NAME, run COMMAND while holding it, unlock when it exits, and exit
+      with its status. COMMAND gets SNAPLOCK_OBJECT, SNAPLOCK_FENCE and
+      SNAPLOCK_TIMEOUT_DATE in its environment. SIGINT, SIGTERM and SIGHUP
+      are passed on to it. If the lock is lost while it runs, COMMAND gets
+      SIGTERM at once, SIGKILL after a grace period, and the exit status is 75.
+      -w, --wait SECS       wait at most SECS for the lock (decimals allowed;
+                            default 5; 0 means -n)
+      -d, --lease SECS      lease length, renewed every SECS/3 while COMMAND
+                            runs (decimals allowed; 1 to 604800; default 60)
+      -n, --nonblock        fail at once if the lock is taken
+      -s, --shared          take a shared lock (default: exclusive)
+      -E, --conflict-exit-code CODE
+                            exit status on conflict or timeout (1 to 255;
+                            default 1)
+  status
+      Print \"ready\" and exit 0 when the agent can grant locks now, else
+      print \"not ready\" and exit 1.
+  list
+      Print the agent's tickets, one per line.
+  info
+      Print the agent's status, one \"name: value\" line per item.
+  send [-t SECS] LINE
+      Send LINE, one raw protocol message, and print the replies: wait at
+      most SECS (decimals allowed; default 10) for the first one, then print
+      more until none came for 0.25 s. The connection, and any lock it took
+      without detach=true, ends when snaplock-cli exits.
+      -t, --timeout SECS    how long to wait for the first reply
+
+Options:
+      --socket PATH         the agent's socket (default: $SNAPLOCK_SOCKET, else
+                            /run/snaplock/snaplock.sock if /run/snaplock exists,
+                            else $XDG_RUNTIME_DIR/snaplock.sock, else
+                            /tmp/snaplock-UID/snaplock.sock)
+  -h, --help                print this help and exit
+  -V, --version             print the version and exit
+
+Exit status:
+  0       success; for lock, the status of COMMAND
+  1       lock: conflict (-n) or timeout (-w), unless -E says otherwise;
+          status: the agent is not ready
+  64      usage error
+  69      agent unavailable: cannot connect, no reply in time, connection
+          closed, or LOCKFAILED error=unavailable
+  70      protocol or unexpected error: LOCKFAILED error=invalid, overflow,
+          denied or duplicate, an unexpected or unreadable reply
+  75      lock: the lock was lost while COMMAND ran (COMMAND was stopped)
+  126     lock: COMMAND cannot be executed
+  127     lock: COMMAND not found
+  128+N   lock: COMMAND was killed by signal N
+";
+
+/// Longest wait and lease the agent accepts (7 days, DESIGN §3.2).
+pub const MAX_SECS: u64 = 604_800;
+/// `-w` default.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(5);
+/// `-d` default.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+/// `-t` default of `send`.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest object name the agent accepts.
+const MAX_NAME: usize = 4096;
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// `--socket PATH`.
+    pub socket: Option<PathBuf>,
+    /// The subcommand.
+    pub action: Action,
+}
+
+/// The subcommands, and `--help` / `--version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Print [`USAGE`].
+    Help,
+    /// Print the version.
+    Version,
+    /// Lock and run a command.
+    Lock(LockArgs),
+    /// `LOCKSTATUS`.
+    Status,
+    /// `LISTTICKETS`.
+    List,
+    /// `INFO`.
+    Info,
+    /// A raw line.
+    Send(SendArgs),
+}
+
+/// `lock [-w SECS] [-d SECS] [-n] [-s] [-E CODE] NAME [--] COMMAND [ARGS...]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockArgs {
+    /// The object name, as given (any bytes).
+    pub name: Vec<u8>,
+    /// `-w`: how long to wait for the lock.
+    pub wait: Duration,
+    /// `-d`: the lease, renewed while the command runs.
+    pub lease: Duration,
+    /// `-n` (or `-w 0`): fail at once when taken.
+    pub try_once: bool,
+    /// `-s`: shared mode.
+    pub shared: bool,
+    /// `-E`: exit status on conflict or timeout.
+    pub conflict_code: u8,
+    /// The command and its arguments (never empty).
+    pub command: Vec<OsString>,
+}
+
+/// `send [-t SECS] LINE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendArgs {
+    /// The line, without its newline.
+    pub line: Vec<u8>,
+    /// `-t`: how long to wait for the first reply.
+    pub timeout: Duration,
+}
+
+/// A command line that cannot be run; the text says why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn usage(msg: impl Into<String>) -> UsageError {
+    UsageError(msg.into())
+}
+
+/// The global options, before the subcommand.
+pub fn make_opts() -> Options {
+    let mut opts = Options::new();
+    opts.parsing_style(ParsingStyle::StopAtFirstFree);
+    opts.optopt("", "socket", "the agent's socket", "PATH");
+    opts.optflag("h", "help", "print this help and exit");
+    opts.optflag("V", "version", "print the version and exit");
+    opts
+}
+
+/// The options of `lock`; parsing stops at NAME so that COMMAND keeps its own.
+pub fn lock_opts() -> Options {
+    let mut opts = Options::new();
+    opts.parsing_style(ParsingStyle::StopAtFirstFree);
+    opts.optopt("w", "wait", "wait at most SECS for the lock", "SECS");
+    opts.optopt(
+        "d",
+        "lease",
+        "lease length, renewed while COMMAND runs",
+        "SECS",
+    );
+    opts.optflag("n", "nonblock", "fail at once if the lock is taken");
+    opts.optflag("s", "shared", "take a shared lock");
+    opts.optopt(
+        "E",
+        "conflict-exit-code",
+        "exit status on conflict or timeout",
+        "CODE",
+    );
+    opts.optflag("h", "help", "print the help and exit");
+    opts
+}
+
+/// The options of `send`.
+pub fn send_opts() -> Options {
+    let mut opts = Options::new();
+    opts.parsing_style(ParsingStyle::StopAtFirstFree);
+    opts.optopt(
+        "t",
+        "timeout",
+        "how long to wait for the first reply",
+        "SECS",
+    );
+    opts.optflag("h", "help", "print the help and exit");
+    opts
+}
+
+/// The options of `status`, `list` and `info`.
+fn plain_opts() -> Options {
+    let mut opts = Options::new();
+    opts.optflag("h", "help", "print the help and exit");
+    opts
+}
+
+/// Parses the arguments after the program name.
+pub fn parse_command<I>(args: I) -> Result<Command, UsageError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let (m, rest) = getopts_parse(&make_opts(), &args)?;
+    let socket = m.opt_str("socket").map(PathBuf::from);
+    if socket.as_ref().is_some_and(|s| s.as_os_str().is_empty()) {
+        return Err(usage("--socket needs a path"));
+    }
+    let action = if m.opt_present("help") {
+        Action::Help
+    } else if m.opt_present("version") {
+        Action::Version
+    } else {
+        let Some((sub, sub_args)) = rest.split_first() else {
+            return Err(usage("missing command (lock, status, list, info or send)"));
+        };
+        match sub.to_str() {
+            Some("lock") => parse_lock(sub_args)?,
+            Some("send") => parse_send(sub_args)?,
+            Some(name @ ("status" | "list" | "info")) => parse_plain(name, sub_args)?,
+            _ => {
+                return Err(usage(format!(
+                    "unknown command '{}'",
+                    sub.to_string_lossy()
+                )));
+            }
+        }
+    };
+    Ok(Command { socket, action })
+}
+
+/// Runs getopts over `args`. getopts reads arguments as UTF-8, but NAME and
+/// COMMAND are any bytes: the free arguments are returned as the tail of
+/// `args` itself, which they are with `StopAtFirstFree`.
+fn getopts_parse<'a>(
+    opts: &Options,
+    args: &'a [OsString],
+) -> Result<(Matches, &'a [OsString]), UsageError> {
+    let lossy: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let m = opts.parse(&lossy).map_err(|e| usage(e.to_string()))?;
+    let split = args.len() - m.free.len();
+    if args[..split].iter().any(|a| a.to_str().is_none()) {
+        return Err(usage("options and their values must be valid UTF-8"));
+    }
+    Ok((m, &args[split..]))
+}
+
+fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
+    let (m, rest) = getopts_parse(&lock_opts(), args)?;
+    if m.opt_present("help") {
+        return Ok(Action::Help);
+    }
+    let wait = match m.opt_str("wait") {
+        None => DEFAULT_WAIT,
+        Some(v) => seconds("-w", &v, 0)?,
+    };
+    let lease = match m.opt_str("lease") {
+        None => DEFAULT_LEASE,
+        Some(v) => seconds("-d", &v, 1)?,
+    };
+    let conflict_code = match m.opt_str("conflict-exit-code") {
+        None => 1,
+        Some(v) => match v.parse::<u8>() {
+            Ok(code) if code > 0 => code,
+            _ => {
+                return Err(usage(format!(
+                    "-E: '{v}' is not an exit status from 1 to 255"
+                )));
+            }
+        },
+    };
+    let Some((name, mut command)) = rest.split_first() else {
+        return Err(usage("lock: missing NAME and COMMAND"));
+    };
+    if name.is_empty() {
+        return Err(usage("lock: NAME must not be empty"));
+    }
+    if name.len() > MAX_NAME {
+        return Err(usage(format!("lock: NAME is longer than {MAX_NAME} bytes")));
+    }
+    if command.first().is_some_and(|a| a == "--") {
+        command = &command[1..];
+    }
+    if command.is_empty() {
+        return Err(usage("lock: missing COMMAND"));
+    }
+    Ok(Action::Lock(LockArgs {
+        name: name.as_bytes().to_vec(),
+        wait,
+        lease,
+        try_once: m.opt_present("nonblock") || wait.is_zero(),
+        shared: m.opt_present("shared"),
+        conflict_code,
+        command: command.to_vec(),
+    }))
+}
+
+fn parse_send(args: &[OsString]) -> Result<Action, UsageError> {
+    let (m, rest) = getopts_parse(&send_opts(), args)?;
+    if m.opt_present("help") {
+        return Ok(Action::Help);
+    }
+    let timeout = match m.opt_str("timeout") {
+        None => DEFAULT_SEND_TIMEOUT,
+        Some(v) => seconds("-t", &v, 0)?,
+    };
+    let line = match rest {
+        [line] => OsStr::as_bytes(line).to_vec(),
+        [] => return Err(usage("send: missing LINE")),
+        _ => return Err(usage("send: give LINE as one argument (quote it)")),
+    };
+    if line.is_empty() || line.contains(&b'\n') || line.contains(&b'\r') {
+        return Err(usage("send: LINE must be one non-empty line"));
+    }
+    Ok(Action::Send(SendArgs { line, timeout }))
+}
+
+fn parse_plain(name: &str, args: &[OsString]) -> Result<Action, UsageError> {
+    let (m, rest) = getopts_parse(&plain_opts(), args)?;
+    if m.opt_present("help") {
+        return Ok(Action::Help);
+    }
+    if let Some(extra) = rest.first() {
+        return Err(usage(format!(
+            "{name}: unexpected argument '{}'",
+            extra.to_string_lossy()
+        )));
+    }
+    Ok(match name {
+        "status" => Action::Status,
+        "list" => Action::List,
+        _ => Action::Info,
+    })
+}
+
+/// Seconds, integer or decimal as on the wire, from `min` to [`MAX_SECS`].
+fn seconds(option: &str, value: &str, min: u64) -> Result<Duration, UsageError> {
+    match parse_duration(value.as_bytes(), MAX_SECS) {
+        Some(d) if d >= Duration::from_secs(min) => Ok(d),
+        _ => Err(usage(format!(
+            "{option}: '{value}' is not a number of seconds from {min} to {MAX_SECS}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+#[path = "args_tests.rs"]
+mod tests;

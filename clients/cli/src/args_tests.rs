@@ -1,0 +1,240 @@
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+fn parse(args: &[&str]) -> Result<Command, UsageError> {
+    parse_command(args.iter().map(OsString::from))
+}
+
+fn lock(args: &[&str]) -> LockArgs {
+    match parse(args).expect("valid").action {
+        Action::Lock(l) => l,
+        other => panic!("not a lock: {other:?}"),
+    }
+}
+
+fn usage_error(args: &[&str]) -> String {
+    parse(args).expect_err("a usage error").0
+}
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+#[test]
+fn lock_has_flock_like_defaults() {
+    let l = lock(&["lock", "name", "true"]);
+    assert_eq!(l.name, b"name");
+    assert_eq!(l.wait, Duration::from_secs(5));
+    assert_eq!(l.lease, Duration::from_secs(60));
+    assert!(!l.try_once && !l.shared);
+    assert_eq!(l.conflict_code, 1);
+    assert_eq!(l.command, os(&["true"]));
+}
+
+#[test]
+fn every_lock_option_is_read_in_short_and_long_form() {
+    for args in [
+        &[
+            "lock", "-w", "2.5", "-d", "10", "-n", "-s", "-E", "3", "x", "cmd",
+        ][..],
+        &[
+            "lock",
+            "--wait=2.5",
+            "--lease",
+            "10",
+            "--nonblock",
+            "--shared",
+            "--conflict-exit-code",
+            "3",
+            "x",
+            "cmd",
+        ],
+        &["lock", "-ns", "-w2.5", "-d10", "-E3", "x", "cmd"],
+    ] {
+        let l = lock(args);
+        assert_eq!(l.wait, Duration::from_millis(2500), "{args:?}");
+        assert_eq!(l.lease, Duration::from_secs(10), "{args:?}");
+        assert!(l.try_once && l.shared, "{args:?}");
+        assert_eq!(l.conflict_code, 3, "{args:?}");
+    }
+}
+
+#[test]
+fn a_zero_wait_means_try_once() {
+    assert!(lock(&["lock", "-w", "0", "x", "cmd"]).try_once);
+    assert!(!lock(&["lock", "-w", "0.001", "x", "cmd"]).try_once);
+}
+
+#[test]
+fn the_command_keeps_its_own_options_and_one_separator_is_dropped() {
+    assert_eq!(
+        lock(&["lock", "x", "ls", "-l", "-w", "1"]).command,
+        os(&["ls", "-l", "-w", "1"])
+    );
+    assert_eq!(
+        lock(&["lock", "x", "--", "ls", "-l"]).command,
+        os(&["ls", "-l"])
+    );
+    assert_eq!(lock(&["lock", "--", "x", "ls"]).command, os(&["ls"]));
+    assert_eq!(
+        lock(&["lock", "x", "--", "--", "y"]).command,
+        os(&["--", "y"])
+    );
+    let l = lock(&["lock", "-w", "1", "x", "-n", "cmd"]);
+    assert!(!l.try_once, "options after NAME belong to the command");
+    assert_eq!(l.command, os(&["-n", "cmd"]));
+}
+
+#[test]
+fn names_and_commands_may_be_any_bytes() {
+    let name = OsString::from_vec(b"caf\xe9;x".to_vec());
+    let arg = OsString::from_vec(b"\xff\xfe".to_vec());
+    let cmd = parse_command([
+        OsString::from("lock"),
+        name,
+        OsString::from("echo"),
+        arg.clone(),
+    ])
+    .expect("valid");
+    let Action::Lock(l) = cmd.action else {
+        panic!("not a lock")
+    };
+    assert_eq!(l.name, b"caf\xe9;x");
+    assert_eq!(l.command, vec![OsString::from("echo"), arg]);
+}
+
+#[test]
+fn lock_rejects_bad_numbers() {
+    for (args, needle) in [
+        (&["lock", "-w", "abc", "x", "c"][..], "-w: 'abc'"),
+        (&["lock", "-w", "-1", "x", "c"], "-w"),
+        (&["lock", "-w", "1e3", "x", "c"], "-w: '1e3'"),
+        (&["lock", "-w", "604801", "x", "c"], "-w"),
+        (&["lock", "-d", "0", "x", "c"], "-d: '0'"),
+        (&["lock", "-d", "0.5", "x", "c"], "-d"),
+        (&["lock", "-d", "604801", "x", "c"], "-d"),
+        (&["lock", "-E", "0", "x", "c"], "-E: '0'"),
+        (&["lock", "-E", "256", "x", "c"], "-E"),
+        (&["lock", "-E", "x", "x", "c"], "-E"),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert_eq!(
+        lock(&[
+            "lock", "-E", "255", "-d", "604800", "-w", "604800", "x", "c"
+        ])
+        .conflict_code,
+        255
+    );
+}
+
+#[test]
+fn lock_needs_a_name_and_a_command() {
+    assert!(usage_error(&["lock"]).contains("missing NAME"));
+    assert!(usage_error(&["lock", "x"]).contains("missing COMMAND"));
+    assert!(usage_error(&["lock", "x", "--"]).contains("missing COMMAND"));
+    assert!(usage_error(&["lock", "", "c"]).contains("empty"));
+    let long = "n".repeat(4097);
+    assert!(usage_error(&["lock", &long, "c"]).contains("longer"));
+    assert!(usage_error(&["lock", "-q", "x", "c"]).contains("'q'"));
+    assert!(usage_error(&["lock", "-w"]).contains('w'));
+}
+
+#[test]
+fn global_options_come_before_the_command() {
+    let cmd = parse(&["--socket", "/tmp/s.sock", "status"]).expect("valid");
+    assert_eq!(cmd.socket.as_deref(), Some(Path::new("/tmp/s.sock")));
+    assert_eq!(cmd.action, Action::Status);
+    assert_eq!(
+        parse(&["--socket=/a", "info"])
+            .expect("valid")
+            .socket
+            .as_deref(),
+        Some(Path::new("/a"))
+    );
+    assert!(
+        parse(&["status", "--socket", "/a"]).is_err(),
+        "--socket after the command is not global"
+    );
+    assert!(usage_error(&["--socket", "", "status"]).contains("--socket"));
+    assert!(usage_error(&["--socket"]).contains("socket"));
+}
+
+#[test]
+fn help_and_version_win_over_everything_else() {
+    assert_eq!(parse(&["--help"]).expect("valid").action, Action::Help);
+    assert_eq!(parse(&["-h", "lock"]).expect("valid").action, Action::Help);
+    assert_eq!(parse(&["-V"]).expect("valid").action, Action::Version);
+    assert_eq!(
+        parse(&["--version"]).expect("valid").action,
+        Action::Version
+    );
+    assert_eq!(parse(&["lock", "-h"]).expect("valid").action, Action::Help);
+    assert_eq!(
+        parse(&["send", "--help"]).expect("valid").action,
+        Action::Help
+    );
+    assert_eq!(parse(&["list", "-h"]).expect("valid").action, Action::Help);
+}
+
+#[test]
+fn a_command_is_required_and_must_be_known() {
+    assert!(usage_error(&[]).contains("missing command"));
+    assert!(usage_error(&["frobnicate"]).contains("unknown command 'frobnicate'"));
+    assert!(usage_error(&["-x"]).contains('x'));
+}
+
+#[test]
+fn status_list_and_info_take_no_arguments() {
+    assert_eq!(parse(&["status"]).expect("valid").action, Action::Status);
+    assert_eq!(parse(&["list"]).expect("valid").action, Action::List);
+    assert_eq!(parse(&["info"]).expect("valid").action, Action::Info);
+    assert!(usage_error(&["status", "now"]).contains("unexpected argument 'now'"));
+    assert!(usage_error(&["list", "-w", "1"]).contains('w'));
+}
+
+#[test]
+fn send_takes_one_line_and_a_timeout() {
+    let Action::Send(s) = parse(&["send", "LOCK object_name=x"])
+        .expect("valid")
+        .action
+    else {
+        panic!("not a send")
+    };
+    assert_eq!(s.line, b"LOCK object_name=x");
+    assert_eq!(s.timeout, Duration::from_secs(10));
+    let Action::Send(s) = parse(&["send", "-t", "0.5", "INFO"]).expect("valid").action else {
+        panic!("not a send")
+    };
+    assert_eq!(s.timeout, Duration::from_millis(500));
+    assert!(usage_error(&["send"]).contains("missing LINE"));
+    assert!(usage_error(&["send", "LOCK", "object_name=x"]).contains("one argument"));
+    assert!(usage_error(&["send", "INFO\nINFO"]).contains("one non-empty line"));
+    assert!(usage_error(&["send", ""]).contains("one non-empty line"));
+    assert!(usage_error(&["send", "-t", "x", "INFO"]).contains("-t: 'x'"));
+}
+
+#[test]
+fn every_option_is_in_the_help_text() {
+    for opts in [make_opts(), lock_opts(), send_opts()] {
+        let described = opts.usage("");
+        for word in described.split_whitespace() {
+            let word = word.trim_end_matches(',');
+            if word.starts_with('-') {
+                let word = word.split('=').next().unwrap_or(word);
+                assert!(USAGE.contains(word), "{word} is missing from the help text");
+            }
+        }
+    }
+    for exit in ["0 ", "1 ", "64", "69", "70", "75", "126", "127", "128+N"] {
+        assert!(
+            USAGE.contains(&format!("\n  {exit}")),
+            "exit status {exit} is undocumented"
+        );
+    }
+}

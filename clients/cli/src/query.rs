@@ -1,0 +1,111 @@
+//! The one-request subcommands: `status`, `list`, `info`, `send`.
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use snaplock_client::wire::encode_to_vec;
+use snaplock_client::{Client, Error};
+
+use crate::args::SendArgs;
+use crate::exit;
+
+/// After the first reply to `send`, more replies are printed until none
+/// came for this long.
+pub const SEND_QUIET: Duration = Duration::from_millis(250);
+/// Most replies `send` prints after the first.
+const SEND_MAX_LINES: usize = 10_000;
+
+/// Reports a failed request on stderr and gives its exit status.
+fn failed(what: &str, e: &Error) -> u8 {
+    eprintln!("snaplock-cli: error: {what}: {e}");
+    exit::of_error(e, exit::SOFTWARE)
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends quietly.
+fn print(bytes: &[u8]) -> Result<(), u8> {
+    let mut out = io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(exit::SOFTWARE),
+        Err(e) => {
+            eprintln!("snaplock-cli: error: cannot write the output: {e}");
+            Err(exit::SOFTWARE)
+        }
+    }
+}
+
+/// `status`: `ready` (0) or `not ready` (1).
+pub fn status(client: &mut Client) -> u8 {
+    match client.status() {
+        Ok(true) => print(b"ready\n").map_or_else(|code| code, |()| exit::OK),
+        Ok(false) => print(b"not ready\n").map_or_else(|code| code, |()| exit::NOT_READY),
+        Err(e) => failed("status", &e),
+    }
+}
+
+/// `list`: the ticket lines as the agent wrote them.
+pub fn list(client: &mut Client) -> u8 {
+    match client.list() {
+        Ok(mut list) => {
+            if !list.is_empty() && !list.ends_with('\n') {
+                list.push('\n');
+            }
+            print(list.as_bytes()).map_or_else(|code| code, |()| exit::OK)
+        }
+        Err(e) => failed("list", &e),
+    }
+}
+
+/// `info`: one `name: value` line per parameter of `STATUS`, sorted by name.
+pub fn info(client: &mut Client) -> u8 {
+    match client.info() {
+        Ok(msg) => {
+            let mut text = String::new();
+            for (name, value) in msg.params() {
+                text.push_str(name);
+                text.push_str(": ");
+                text.push_str(&String::from_utf8_lossy(value));
+                text.push('\n');
+            }
+            print(text.as_bytes()).map_or_else(|code| code, |()| exit::OK)
+        }
+        Err(e) => failed("info", &e),
+    }
+}
+
+/// `send`: the line, then every reply: the first within `timeout`, the
+/// others until [`SEND_QUIET`] passes without one.
+pub fn send(client: &mut Client, args: &SendArgs) -> u8 {
+    if let Err(e) = client.send_line(&args.line) {
+        return failed("send", &e);
+    }
+    match client.recv(Some(args.timeout)) {
+        Ok(Some(msg)) => {
+            if let Err(code) = print(&encode_to_vec(&msg)) {
+                return code;
+            }
+        }
+        Ok(None) => {
+            eprintln!(
+                "snaplock-cli: error: send: no reply within {} s",
+                args.timeout.as_secs_f64()
+            );
+            return exit::UNAVAILABLE;
+        }
+        Err(e) => return failed("send", &e),
+    }
+    for _ in 0..SEND_MAX_LINES {
+        match client.recv(Some(SEND_QUIET)) {
+            Ok(Some(msg)) => {
+                if let Err(code) = print(&encode_to_vec(&msg)) {
+                    return code;
+                }
+            }
+            // Quiet, or the agent closed the connection after replying
+            // (an oversized line): what came is the answer.
+            Ok(None) | Err(Error::Closed) => break,
+            Err(e) => return failed("send", &e),
+        }
+    }
+    exit::OK
+}

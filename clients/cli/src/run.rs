@@ -1,0 +1,443 @@
+//! `lock NAME COMMAND`: lock, run, renew, unlock, like flock(1), but for a
+//! lease that must never be outlived.
+//!
+//! ```text
+//!   LOCK ──LOCKED──▶ Holding ──command exits──▶ UNLOCK, exit with its status
+//!                       │  (EXTEND every lease/3; SIGINT/TERM/HUP passed on)
+//!                       │ lock lost: UNLOCKED error=..., LOCKFAILED to EXTEND,
+//!                       │ connection closed, no renewal answer in time
+//!                       ▼
+//!                   Stopping (SIGTERM sent) ──grace──▶ Killed (SIGKILL sent)
+//!                       └─────────command exits─────────┴──▶ exit 75
+//! ```
+//!
+//! One thread: `poll` on a signalfd (SIGCHLD tells the command exited; the
+//! other signals are forwarded) and on the agent's socket, with a timeout
+//! for the next renewal or stop deadline.
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SigSet, SignalFd};
+use nix::unistd::Pid;
+use snaplock_client::wire::Message;
+use snaplock_client::{Client, Error, Grant, LockOptions, Mode, clock, extend_message, tag_of};
+
+use crate::args::LockArgs;
+use crate::exit;
+
+/// How long the command has between SIGTERM and SIGKILL.
+pub fn grace(lease: Duration) -> Duration {
+    (lease / 4).min(Duration::from_secs(5))
+}
+
+/// Slack kept before the lease end for the SIGKILL to take effect.
+pub fn margin(lease: Duration) -> Duration {
+    (lease / 10).min(Duration::from_secs(1))
+}
+
+/// When the lease ends, on the monotonic clock, for a grant whose request
+/// was sent at `sent` and answered at `received`. The agent started the
+/// lease between the two, so the end lies in `[sent, received] + lease`;
+/// within that, `timeout_date` (`date_left` µs after the wall clock read at
+/// `received`) says where, since the agent is on this computer's clock.
+pub fn lease_end(date_left: i128, sent: Instant, received: Instant, lease: Duration) -> Instant {
+    let by_date = if date_left >= 0 {
+        received.checked_add(Duration::from_micros(
+            u64::try_from(date_left).unwrap_or(u64::MAX),
+        ))
+    } else {
+        received.checked_sub(Duration::from_micros(
+            u64::try_from(-date_left).unwrap_or(u64::MAX),
+        ))
+    };
+    let (earliest, latest) = (sent + lease, received + lease);
+    by_date.map_or(earliest, |t| t.clamp(earliest, latest))
+}
+
+/// Locks, runs the command, and returns the exit status.
+pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
+    let opts = LockOptions {
+        // A `timeout=` of now fails before `try=true` is considered, so a
+        // try-once request keeps the agent's default deadline.
+        wait: (!args.try_once).then_some(args.wait),
+        duration: Some(args.lease),
+        mode: if args.shared {
+            Mode::Shared
+        } else {
+            Mode::Exclusive
+        },
+        try_once: args.try_once,
+        ..LockOptions::default()
+    };
+    let name = String::from_utf8_lossy(&args.name).into_owned();
+    let sent = clock::monotonic();
+    let grant = match client.lock(&args.name, &opts) {
+        Ok(grant) => grant,
+        // Silent, as flock(1): the status says it, and a cron job that
+        // finds the lock taken has nothing to report.
+        Err(e) if exit::is_conflict(&e) => return args.conflict_code,
+        Err(e) => {
+            eprintln!("snaplock-cli: error: lock \"{name}\" not obtained: {e}");
+            return exit::of_error(&e, args.conflict_code);
+        }
+    };
+    let received = clock::monotonic();
+    let date_left = grant.timeout_date.micros_since(clock::wall());
+
+    // Block the signals before the command exists, so none is missed; the
+    // command itself starts with an empty mask (std resets it on spawn).
+    let mut mask = SigSet::empty();
+    for sig in [
+        Signal::SIGCHLD,
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+    ] {
+        mask.add(sig);
+    }
+    let signals = match mask
+        .thread_block()
+        .and_then(|()| SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC))
+    {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("snaplock-cli: error: cannot watch signals: {e}");
+            return exit::SOFTWARE;
+        }
+    };
+    let child = match spawn(args, &grant) {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!(
+                "snaplock-cli: error: cannot run {}: {e}",
+                args.command[0].to_string_lossy()
+            );
+            let _ = client.unlock(&args.name);
+            return exit::of_spawn_error(&e);
+        }
+    };
+    let lease_end = lease_end(date_left, sent, received, args.lease);
+    let mut sup = Supervisor {
+        client,
+        name: &args.name,
+        display: name,
+        lease: args.lease,
+        fence: grant.fence,
+        child,
+        signals,
+        lease_end,
+        next_renew: lease_end
+            .checked_sub(args.lease * 2 / 3)
+            .unwrap_or(received),
+        pending: None,
+        socket_open: true,
+        phase: Phase::Holding,
+    };
+    sup.run()
+}
+
+fn spawn(args: &LockArgs, grant: &Grant) -> std::io::Result<Child> {
+    std::process::Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .env("SNAPLOCK_OBJECT", OsStr::from_bytes(&grant.object))
+        .env("SNAPLOCK_FENCE", grant.fence.to_string())
+        .env("SNAPLOCK_TIMEOUT_DATE", grant.timeout_date.to_wire())
+        .spawn()
+}
+
+enum Phase {
+    /// The lock is held and renewed; the command runs.
+    Holding,
+    /// The lock is lost; the command got SIGTERM and gets SIGKILL at `kill_at`.
+    Stopping { kill_at: Instant },
+    /// The command got SIGKILL; waiting for it to be gone.
+    Killed,
+}
+
+struct Supervisor<'a> {
+    client: &'a mut Client,
+    name: &'a [u8],
+    display: String,
+    lease: Duration,
+    fence: u64,
+    child: Child,
+    signals: SignalFd,
+    /// When the lease ends, at the earliest.
+    lease_end: Instant,
+    next_renew: Instant,
+    /// The EXTEND in flight: its tag and when it was sent.
+    pending: Option<(i64, Instant)>,
+    socket_open: bool,
+    phase: Phase,
+}
+
+impl Supervisor<'_> {
+    fn run(&mut self) -> u8 {
+        loop {
+            self.on_timers();
+            let listen = matches!(self.phase, Phase::Holding) && self.socket_open;
+            // Lines already read would not wake poll: look at them at once.
+            let buffered = listen && self.client.has_buffered();
+            let timeout = match self.wake_at() {
+                _ if buffered => PollTimeout::ZERO,
+                None => PollTimeout::NONE,
+                Some(at) => poll_timeout(at.saturating_duration_since(clock::monotonic())),
+            };
+            let (signalled, readable) = self.wait(timeout, listen);
+            let readable = readable || buffered;
+            let child_changed = self.on_signals(signalled);
+            if readable && matches!(self.phase, Phase::Holding) {
+                self.on_socket();
+            }
+            if child_changed {
+                match self.child.try_wait() {
+                    Ok(Some(status)) => return self.finish(status),
+                    Ok(None) => {}
+                    Err(e) => {
+                        eprintln!("snaplock-cli: error: cannot wait for the command: {e}");
+                        return exit::SOFTWARE;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Polls the signalfd and, when `socket`, the agent's socket; returns
+    /// which of them are readable.
+    fn wait(&self, timeout: PollTimeout, socket: bool) -> (bool, bool) {
+        let mut fds = vec![PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
+        if socket {
+            fds.push(PollFd::new(self.client.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, timeout) {
+            Ok(_) => {
+                let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
+                (ready(&fds[0]), fds.get(1).is_some_and(ready))
+            }
+            Err(Errno::EINTR) => (false, false),
+            // poll on two valid descriptors does not fail otherwise; look
+            // at the signals anyway rather than spin.
+            Err(_) => (true, false),
+        }
+    }
+
+    /// The next deadline the loop must wake for.
+    fn wake_at(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Holding => {
+                let stop = self.stop_at();
+                Some(if self.pending.is_none() {
+                    self.next_renew.min(stop)
+                } else {
+                    stop
+                })
+            }
+            Phase::Stopping { kill_at } => Some(kill_at),
+            Phase::Killed => None,
+        }
+    }
+
+    /// Without news from the agent, the command is stopped from here on,
+    /// so that even the SIGKILL comes before the lease could end.
+    fn stop_at(&self) -> Instant {
+        let early = grace(self.lease) + margin(self.lease);
+        self.lease_end.checked_sub(early).unwrap_or(self.lease_end)
+    }
+
+    fn on_timers(&mut self) {
+        let now = clock::monotonic();
+        match self.phase {
+            Phase::Holding if now >= self.stop_at() => {
+                self.lose("the agent did not confirm the lease renewal in time");
+            }
+            Phase::Holding if self.pending.is_none() && now >= self.next_renew => {
+                let tag = self.client.new_tag();
+                match self
+                    .client
+                    .send(&extend_message(self.name, self.lease, tag, None))
+                {
+                    Ok(()) => self.pending = Some((tag, now)),
+                    Err(e) => {
+                        self.socket_open = false;
+                        self.lose(&format!("cannot renew the lease: {e}"));
+                    }
+                }
+            }
+            Phase::Stopping { kill_at } if now >= kill_at => {
+                self.signal_child(Signal::SIGKILL);
+                self.phase = Phase::Killed;
+            }
+            _ => {}
+        }
+    }
+
+    /// Reads the signals; forwards the ones meant for the command. Returns
+    /// whether SIGCHLD came.
+    fn on_signals(&mut self, readable: bool) -> bool {
+        let mut child_changed = false;
+        if !readable {
+            return false;
+        }
+        // Bounded: the signalfd holds at most one of each pending signal.
+        for _ in 0..64 {
+            let Ok(Some(info)) = self.signals.read_signal() else {
+                break;
+            };
+            match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGCHLD) => child_changed = true,
+                Ok(sig) => self.signal_child(sig),
+                Err(_) => {}
+            }
+        }
+        child_changed
+    }
+
+    /// Reads what the agent sent; anything that says the lock is gone, or
+    /// that cannot be understood, stops the command.
+    fn on_socket(&mut self) {
+        // Bounded: a well-behaved agent sends at most a few lines here.
+        for _ in 0..1000 {
+            match self.client.recv(Some(Duration::ZERO)) {
+                Ok(Some(msg)) => {
+                    if let Some(why) = self.on_message(&msg) {
+                        return self.lose(&why);
+                    }
+                }
+                Ok(None) => return,
+                Err(e @ (Error::Closed | Error::Io(_))) => {
+                    self.socket_open = false;
+                    return self.lose(&format!("connection to the agent: {e}"));
+                }
+                Err(e) => return self.lose(&e.to_string()),
+            }
+        }
+    }
+
+    /// Handles one message while holding; `Some(why)` when the lock is lost.
+    fn on_message(&mut self, msg: &Message) -> Option<String> {
+        let tag = tag_of(msg);
+        if let Some((want, sent)) = self.pending {
+            if tag == Some(want) {
+                self.pending = None;
+                let received = clock::monotonic();
+                return match Grant::from_reply(msg) {
+                    Ok(grant) if grant.fence == self.fence => {
+                        let left = grant.timeout_date.micros_since(clock::wall());
+                        self.renewed(left, sent, received);
+                        None
+                    }
+                    Ok(_) => Some("the agent renewed the lease with another fence".to_owned()),
+                    Err(e) => Some(format!("lease renewal: {e}")),
+                };
+            }
+        }
+        let about_ours = msg.get("object_name") == Some(self.name);
+        match msg.command.as_str() {
+            "UNLOCKED" | "LOCKFAILED" if about_ours => {
+                let error = msg.get_str("error").unwrap_or("released");
+                Some(format!("the agent says {} ({error})", msg.command))
+            }
+            _ => None,
+        }
+    }
+
+    fn renewed(&mut self, date_left: i128, sent: Instant, received: Instant) {
+        self.lease_end = lease_end(date_left, sent, received, self.lease);
+        self.next_renew = self
+            .lease_end
+            .checked_sub(self.lease * 2 / 3)
+            .unwrap_or(received);
+    }
+
+    /// The lock is gone: SIGTERM now, SIGKILL after the grace.
+    fn lose(&mut self, why: &str) {
+        if !matches!(self.phase, Phase::Holding) {
+            return;
+        }
+        eprintln!(
+            "snaplock-cli: error: lock \"{}\" lost: {why}; stopping the command",
+            self.display
+        );
+        self.signal_child(Signal::SIGTERM);
+        self.phase = Phase::Stopping {
+            kill_at: clock::monotonic() + grace(self.lease),
+        };
+    }
+
+    fn signal_child(&self, sig: Signal) {
+        // Not reaped yet, so the pid is still the command's (a zombie at worst).
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = kill(Pid::from_raw(pid), sig);
+        }
+    }
+
+    fn finish(&mut self, status: ExitStatus) -> u8 {
+        match self.phase {
+            Phase::Holding => {
+                if self.socket_open {
+                    // Closing the connection releases the lock anyway; the
+                    // UNLOCK only makes it explicit, so it does not wait long.
+                    self.client.set_reply_timeout(Duration::from_secs(1));
+                    let _ = self.client.unlock(self.name);
+                }
+                exit::of_status(status)
+            }
+            Phase::Stopping { .. } | Phase::Killed => exit::LOST,
+        }
+    }
+}
+
+/// `d` in whole milliseconds, rounded up so poll never wakes before it.
+fn poll_timeout(d: Duration) -> PollTimeout {
+    let ms = d.as_micros().div_ceil(1000);
+    PollTimeout::try_from(ms.min(i32::MAX as u128)).unwrap_or(PollTimeout::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_end_follows_the_agents_date_within_what_is_possible() {
+        let sent = clock::monotonic();
+        let received = sent + Duration::from_secs(3);
+        let lease = Duration::from_secs(10);
+        let at = |secs: f64| lease_end((secs * 1e6) as i128, sent, received, lease);
+        // The date says 9.5 s from receipt: the grant came at 2.5 s.
+        assert_eq!(at(9.5), received + Duration::from_millis(9500));
+        // Never later than a lease from receipt, never earlier than one
+        // from sending, whatever the wall clock says.
+        assert_eq!(at(60.0), received + lease);
+        assert_eq!(at(1.0), sent + lease);
+        assert_eq!(at(-5.0), sent + lease);
+    }
+
+    #[test]
+    fn the_grace_and_margin_fit_in_the_lease() {
+        for secs in [1, 2, 10, 60, 604_800] {
+            let lease = Duration::from_secs(secs);
+            assert!(grace(lease) + margin(lease) < lease / 2, "{secs}");
+            assert!(grace(lease) <= Duration::from_secs(5));
+        }
+        assert_eq!(grace(Duration::from_secs(2)), Duration::from_millis(500));
+        assert_eq!(margin(Duration::from_secs(2)), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn poll_timeouts_round_up() {
+        assert_eq!(poll_timeout(Duration::ZERO), PollTimeout::ZERO);
+        assert_eq!(i32::from(poll_timeout(Duration::from_micros(1))), 1);
+        assert_eq!(i32::from(poll_timeout(Duration::from_millis(1500))), 1500);
+        assert_eq!(
+            poll_timeout(Duration::from_secs(u64::MAX / 2)),
+            PollTimeout::MAX
+        );
+    }
+}
