@@ -1,0 +1,541 @@
+//! `snaplock.conf` and the settings it shares with the command line.
+//!
+//! The file is `name=value` lines, `#` comments and blank lines. Every key
+//! has one parser, used for the file and for the options that mirror it, so
+//! a value means the same wherever it is written. Errors name the file and
+//! line (or the option), the key and the range allowed.
+//!
+//! [`build`] merges the file with the options (options win), fills in the
+//! defaults from the [`Environment`] and checks what only makes sense as a
+//! whole (the cluster this version can run, the socket path).
+
+use std::ffi::OsString;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use log::LevelFilter;
+use snaplock_proto::paths::{self, SocketSources};
+use snaplock_proto::wire::is_valid_name;
+
+/// Where the packaged configuration lives.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/snaplock/snaplock.conf";
+
+/// Every key of `snaplock.conf`, in documentation order.
+pub const KEYS: &[&str] = &[
+    "server_name",
+    "socket",
+    "socket_group",
+    "socket_mode",
+    "listen",
+    "neighbors",
+    "candidate_priority",
+    "secret_file",
+    "max_clients",
+    "max_tickets_per_object",
+    "max_tickets",
+    "max_line_length",
+    "max_pending_output",
+    "log_level",
+];
+
+/// The range of `max_line_length`, in bytes.
+pub const LINE_LENGTH_RANGE: (usize, usize) = (256, 16 << 20);
+/// The range of `max_pending_output`, in bytes.
+pub const PENDING_OUTPUT_RANGE: (usize, usize) = (64 << 10, 1 << 30);
+const MAX_CLIENTS_RANGE: (usize, usize) = (1, 1_000_000);
+const MAX_TICKETS_PER_OBJECT_RANGE: (usize, usize) = (1, 1_000_000);
+const MAX_TICKETS_RANGE: (usize, usize) = (1, 100_000_000);
+
+/// A configuration that cannot be used; the message says where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Why one `key=value` was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// No such key.
+    Unknown,
+    /// The value is out of range or malformed; the text names the key.
+    Invalid(String),
+}
+
+/// `socket_group=`: a group name or a numeric gid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupSpec {
+    /// Looked up in the group database when the socket is created.
+    Name(String),
+    /// Used as is.
+    Gid(u32),
+}
+
+/// `candidate_priority=`: 1 (most eager) to 15, or `off` (never a leader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// Takes part in elections with this priority.
+    Level(u8),
+    /// Never a leader.
+    Off,
+}
+
+/// Values set in one place (the file or the options); `None` is "not set
+/// here". An empty value of an optional key (`listen=`) is "not set" too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `server_name`.
+    pub server_name: Option<String>,
+    /// `socket`.
+    pub socket: Option<PathBuf>,
+    /// `socket_group`.
+    pub socket_group: Option<GroupSpec>,
+    /// `socket_mode`.
+    pub socket_mode: Option<u32>,
+    /// `listen`.
+    pub listen: Option<SocketAddr>,
+    /// `neighbors`.
+    pub neighbors: Option<Vec<SocketAddr>>,
+    /// `candidate_priority`.
+    pub candidate_priority: Option<Priority>,
+    /// `secret_file`.
+    pub secret_file: Option<PathBuf>,
+    /// `max_clients`.
+    pub max_clients: Option<usize>,
+    /// `max_tickets_per_object`.
+    pub max_tickets_per_object: Option<usize>,
+    /// `max_tickets`.
+    pub max_tickets: Option<usize>,
+    /// `max_line_length`.
+    pub max_line_length: Option<usize>,
+    /// `max_pending_output`.
+    pub max_pending_output: Option<usize>,
+    /// `log_level`.
+    pub log_level: Option<LevelFilter>,
+}
+
+impl Settings {
+    /// Sets `key` from its text form.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), KeyError> {
+        let value = value.trim();
+        let bad = |why: &str| KeyError::Invalid(format!("{key}={value:?}: {why}"));
+        match key {
+            "server_name" => {
+                if !is_valid_name(value.as_bytes()) {
+                    return Err(bad(
+                        "must be 1 to 64 ASCII letters, digits or '_', not starting with a digit",
+                    ));
+                }
+                self.server_name = Some(value.to_owned());
+            }
+            "socket" => self.socket = non_empty(value).map(PathBuf::from),
+            "socket_group" => {
+                self.socket_group = non_empty(value).map(|v| match v.parse::<u32>() {
+                    Ok(gid) => GroupSpec::Gid(gid),
+                    Err(_) => GroupSpec::Name(v.to_owned()),
+                });
+            }
+            "socket_mode" => {
+                let digits = value.strip_prefix("0o").unwrap_or(value);
+                match u32::from_str_radix(digits, 8) {
+                    Ok(mode) if mode <= 0o777 && !digits.is_empty() => {
+                        self.socket_mode = Some(mode)
+                    }
+                    _ => return Err(bad("must be an octal mode from 0 to 0777, such as 0660")),
+                }
+            }
+            "listen" => {
+                self.listen = match non_empty(value) {
+                    None => None,
+                    Some(v) => Some(parse_addr(v).map_err(|()| {
+                        bad("must be IP:PORT, such as 192.0.2.1:4040 or [2001:db8::1]:4040")
+                    })?),
+                };
+            }
+            "neighbors" => {
+                let mut list = Vec::new();
+                for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                    let addr = parse_addr(item)
+                        .map_err(|()| bad(&format!("{item:?} is not IP:PORT; neighbors is a comma separated list of IP:PORT")))?;
+                    list.push(addr);
+                }
+                self.neighbors = if list.is_empty() { None } else { Some(list) };
+            }
+            "candidate_priority" => {
+                self.candidate_priority = Some(match value {
+                    "off" => Priority::Off,
+                    v => match v.parse::<u8>() {
+                        Ok(p @ 1..=15) => Priority::Level(p),
+                        _ => return Err(bad("must be from 1 to 15, or off")),
+                    },
+                });
+            }
+            "secret_file" => self.secret_file = non_empty(value).map(PathBuf::from),
+            "max_clients" => {
+                self.max_clients = Some(number(value, MAX_CLIENTS_RANGE, "").map_err(|w| bad(&w))?)
+            }
+            "max_tickets_per_object" => {
+                self.max_tickets_per_object =
+                    Some(number(value, MAX_TICKETS_PER_OBJECT_RANGE, "").map_err(|w| bad(&w))?);
+            }
+            "max_tickets" => {
+                self.max_tickets = Some(number(value, MAX_TICKETS_RANGE, "").map_err(|w| bad(&w))?)
+            }
+            "max_line_length" => {
+                self.max_line_length =
+                    Some(number(value, LINE_LENGTH_RANGE, " bytes").map_err(|w| bad(&w))?);
+            }
+            "max_pending_output" => {
+                self.max_pending_output =
+                    Some(number(value, PENDING_OUTPUT_RANGE, " bytes").map_err(|w| bad(&w))?);
+            }
+            "log_level" => {
+                self.log_level = Some(
+                    parse_log_level(value)
+                        .ok_or_else(|| bad("must be error, warn, info, debug or trace"))?,
+                );
+            }
+            _ => return Err(KeyError::Unknown),
+        }
+        Ok(())
+    }
+
+    /// `self`, with every value set in `over` replacing this one.
+    pub fn overridden_by(self, over: Settings) -> Settings {
+        Settings {
+            server_name: over.server_name.or(self.server_name),
+            socket: over.socket.or(self.socket),
+            socket_group: over.socket_group.or(self.socket_group),
+            socket_mode: over.socket_mode.or(self.socket_mode),
+            listen: over.listen.or(self.listen),
+            neighbors: over.neighbors.or(self.neighbors),
+            candidate_priority: over.candidate_priority.or(self.candidate_priority),
+            secret_file: over.secret_file.or(self.secret_file),
+            max_clients: over.max_clients.or(self.max_clients),
+            max_tickets_per_object: over.max_tickets_per_object.or(self.max_tickets_per_object),
+            max_tickets: over.max_tickets.or(self.max_tickets),
+            max_line_length: over.max_line_length.or(self.max_line_length),
+            max_pending_output: over.max_pending_output.or(self.max_pending_output),
+            log_level: over.log_level.or(self.log_level),
+        }
+    }
+}
+
+fn non_empty(v: &str) -> Option<&str> {
+    if v.is_empty() { None } else { Some(v) }
+}
+
+fn parse_addr(v: &str) -> Result<SocketAddr, ()> {
+    v.parse::<SocketAddr>().map_err(|_| ())
+}
+
+fn number(v: &str, (min, max): (usize, usize), unit: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be an integer from {min} to {max}{unit}")),
+    }
+}
+
+/// `error`, `warn`, `info`, `debug` or `trace`.
+pub fn parse_log_level(v: &str) -> Option<LevelFilter> {
+    match v {
+        "error" => Some(LevelFilter::Error),
+        "warn" => Some(LevelFilter::Warn),
+        "info" => Some(LevelFilter::Info),
+        "debug" => Some(LevelFilter::Debug),
+        "trace" => Some(LevelFilter::Trace),
+        _ => None,
+    }
+}
+
+/// Reads `name=value` lines; `origin` names the file in errors.
+pub fn parse_text(origin: &str, text: &str) -> Result<Settings, ConfigError> {
+    let mut settings = Settings::default();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = format!("{origin}:{}", i + 1);
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(ConfigError(format!(
+                "{at}: expected name=value, found {line:?}"
+            )));
+        };
+        let key = key.trim();
+        match settings.set(key, value) {
+            Ok(()) => {}
+            Err(KeyError::Unknown) => {
+                return Err(ConfigError(format!(
+                    "{at}: unknown key {key:?} (known keys: {})",
+                    KEYS.join(", ")
+                )));
+            }
+            Err(KeyError::Invalid(why)) => return Err(ConfigError(format!("{at}: {why}"))),
+        }
+    }
+    Ok(settings)
+}
+
+/// Reads a configuration file.
+pub fn read_file(path: &Path) -> Result<Settings, ConfigError> {
+    let text = std::fs::read(path).map_err(|e| {
+        ConfigError(format!(
+            "cannot read the configuration file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let text = String::from_utf8(text).map_err(|_| {
+        ConfigError(format!(
+            "{}: the configuration file is not UTF-8 text",
+            path.display()
+        ))
+    })?;
+    parse_text(&path.display().to_string(), &text)
+}
+
+/// What the agent learns from its process and computer, read once by
+/// [`Environment::from_process`]; tests build one by hand.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// The host name (`gethostname`).
+    pub hostname: Option<String>,
+    /// `$SNAPLOCK_SOCKET`.
+    pub env_socket: Option<PathBuf>,
+    /// Whether `/run/snaplock` exists.
+    pub run_dir_exists: bool,
+    /// `$XDG_RUNTIME_DIR`.
+    pub xdg_runtime_dir: Option<PathBuf>,
+    /// The real uid.
+    pub uid: u32,
+    /// `$NOTIFY_SOCKET`, where systemd listens for `READY=1`.
+    pub notify_socket: Option<OsString>,
+}
+
+impl Environment {
+    /// Reads the environment variables, the host name and the uid.
+    pub fn from_process() -> Environment {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        Environment {
+            hostname: nix::unistd::gethostname()
+                .ok()
+                .map(|h| h.to_string_lossy().into_owned()),
+            env_socket: var(paths::SOCKET_ENV).map(PathBuf::from),
+            run_dir_exists: Path::new(paths::RUN_DIR).is_dir(),
+            xdg_runtime_dir: var("XDG_RUNTIME_DIR").map(PathBuf::from),
+            uid: nix::unistd::getuid().as_raw(),
+            notify_socket: var("NOTIFY_SOCKET"),
+        }
+    }
+}
+
+/// Where the log level comes from on `SIGHUP`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogSource {
+    /// `--log-level`: when given, it wins over the file, now and on reload.
+    pub option: Option<LevelFilter>,
+    /// The configuration file that was read, if any.
+    pub file: Option<PathBuf>,
+    /// `RUST_LOG` was set: it decides, and `SIGHUP` leaves the level alone.
+    pub from_env: bool,
+}
+
+impl LogSource {
+    /// The level to apply on `SIGHUP`: the option, else the file's
+    /// `log_level` (default `info`). `None` when `RUST_LOG` decides.
+    pub fn reload(&self) -> Result<Option<LevelFilter>, ConfigError> {
+        if self.from_env {
+            return Ok(None);
+        }
+        if let Some(level) = self.option {
+            return Ok(Some(level));
+        }
+        let from_file = match &self.file {
+            Some(path) => read_file(path)?.log_level,
+            None => None,
+        };
+        Ok(Some(from_file.unwrap_or(LevelFilter::Info)))
+    }
+}
+
+/// Everything the agent runs with: the core's configuration plus the
+/// shell's (socket, limits, logging, systemd).
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Handed to the core as is.
+    pub core: snaplock_proto::Config,
+    /// The client socket's path.
+    pub socket: PathBuf,
+    /// The socket is in `/tmp/snaplock-<uid>`: create that directory (0700)
+    /// when missing, and refuse it when somebody else owns it.
+    pub private_socket_dir: bool,
+    /// The group the socket is given to, as a gid.
+    pub socket_group: Option<u32>,
+    /// The socket's permission bits.
+    pub socket_mode: u32,
+    /// The TCP address for peers (accepted and checked; not served yet).
+    pub listen: Option<SocketAddr>,
+    /// The cluster's computers, this one included.
+    pub neighbors: Vec<SocketAddr>,
+    /// Election priority.
+    pub candidate_priority: Priority,
+    /// The cluster's shared secret.
+    pub secret_file: Option<PathBuf>,
+    /// Longest request line, in bytes; longer: `INVALID` and closed.
+    pub max_line_length: usize,
+    /// Unsent reply bytes a client may have before it is closed.
+    pub max_pending_output: usize,
+    /// The log level at start.
+    pub log_level: LevelFilter,
+    /// Where the log level comes from on `SIGHUP`.
+    pub log_source: LogSource,
+    /// `$NOTIFY_SOCKET`: where to send `READY=1` and `STOPPING=1`.
+    pub notify_socket: Option<OsString>,
+}
+
+impl AgentConfig {
+    /// The single-computer defaults, listening on `socket`, with the
+    /// server name `localhost`: what in-process tests start from.
+    pub fn new(socket: impl Into<PathBuf>) -> AgentConfig {
+        AgentConfig {
+            core: snaplock_proto::Config::default(),
+            socket: socket.into(),
+            private_socket_dir: false,
+            socket_group: None,
+            socket_mode: 0o660,
+            listen: None,
+            neighbors: Vec::new(),
+            candidate_priority: Priority::Level(14),
+            secret_file: None,
+            max_line_length: 65_536,
+            max_pending_output: 4 << 20,
+            log_level: LevelFilter::Info,
+            log_source: LogSource::default(),
+            notify_socket: None,
+        }
+    }
+}
+
+/// The default `server_name`: the host name cut at its first `.`,
+/// lowercased, with `-` made `_`.
+pub fn server_name_from_hostname(hostname: &str) -> Result<String, ConfigError> {
+    let short = hostname
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .replace('-', "_");
+    if is_valid_name(short.as_bytes()) {
+        Ok(short)
+    } else {
+        Err(ConfigError(format!(
+            "the host name {hostname:?} does not make a valid server name ({short:?}: it must be letters, \
+             digits or '_', not starting with a digit, at most 64); set server_name= in the configuration \
+             file or use --server-name"
+        )))
+    }
+}
+
+/// Looks a group up by name, or takes a gid as is.
+pub fn resolve_group(group: &GroupSpec) -> Result<u32, ConfigError> {
+    match group {
+        GroupSpec::Gid(gid) => Ok(*gid),
+        GroupSpec::Name(name) => match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Ok(g.gid.as_raw()),
+            Ok(None) => Err(ConfigError(format!("socket_group={name:?}: no such group"))),
+            Err(e) => Err(ConfigError(format!(
+                "socket_group={name:?}: cannot look the group up: {e}"
+            ))),
+        },
+    }
+}
+
+/// Merges the file's settings with the options' (options win), applies the
+/// defaults and checks the whole.
+pub fn build(
+    file: Settings,
+    options: Settings,
+    env: &Environment,
+    log_source: LogSource,
+) -> Result<AgentConfig, ConfigError> {
+    let s = file.overridden_by(options);
+    let server_name = match s.server_name {
+        Some(name) => name,
+        None => match &env.hostname {
+            Some(h) => server_name_from_hostname(h)?,
+            None => {
+                return Err(ConfigError(
+                    "cannot read the host name; set server_name= in the configuration file or use --server-name"
+                        .to_owned(),
+                ));
+            }
+        },
+    };
+    let neighbors = s.neighbors.unwrap_or_default();
+    let others: Vec<String> = neighbors
+        .iter()
+        .filter(|a| Some(**a) != s.listen)
+        .map(ToString::to_string)
+        .collect();
+    if !others.is_empty() {
+        return Err(ConfigError(format!(
+            "neighbors= names {}: multi-computer clusters are not available in this version of snaplockd; \
+             it runs the single-computer cluster only (leave neighbors= empty, or list only this computer's \
+             own listen= address)",
+            others.join(", ")
+        )));
+    }
+    if let Some(path) = &s.secret_file {
+        std::fs::File::open(path).map_err(|e| {
+            ConfigError(format!(
+                "secret_file={}: cannot read it: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    let socket_group = s.socket_group.as_ref().map(resolve_group).transpose()?;
+    let private_dir = PathBuf::from(format!("/tmp/snaplock-{}", env.uid)).join(paths::SOCKET_NAME);
+    let socket = paths::resolve_socket(&SocketSources {
+        explicit: s.socket,
+        env_socket: env.env_socket.clone(),
+        run_dir_exists: env.run_dir_exists,
+        xdg_runtime_dir: env.xdg_runtime_dir.clone(),
+        uid: env.uid,
+    });
+    let defaults = AgentConfig::new(PathBuf::new());
+    let core = snaplock_proto::Config {
+        server_name,
+        max_clients: s.max_clients.unwrap_or(defaults.core.max_clients),
+        max_tickets_per_object: s
+            .max_tickets_per_object
+            .unwrap_or(defaults.core.max_tickets_per_object),
+        max_tickets: s.max_tickets.unwrap_or(defaults.core.max_tickets),
+        ..defaults.core
+    };
+    core.validate().map_err(ConfigError)?;
+    Ok(AgentConfig {
+        core,
+        private_socket_dir: socket == private_dir,
+        socket,
+        socket_group,
+        socket_mode: s.socket_mode.unwrap_or(defaults.socket_mode),
+        listen: s.listen,
+        neighbors,
+        candidate_priority: s.candidate_priority.unwrap_or(defaults.candidate_priority),
+        secret_file: s.secret_file,
+        max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
+        max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
+        log_level: s.log_level.unwrap_or(defaults.log_level),
+        log_source,
+        notify_socket: env.notify_socket.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+//! One client connection: its socket, its line framer, its unsent replies,
+//! and where it is in its life.
+//!
+//! ```text
+//!            EOF read (peer did shutdown(SHUT_WR))
+//!   Open ───────────────────────────────▶ ReadClosed   (replies still delivered)
+//!    │  core says Close                       │
+//!    ▼                                        │ HUP / error / EPIPE
+//!  Closing (no more reading; flush, close)    ▼
+//!    │  flushed, or linger ends             Gone (closed at the end of the iteration)
+//!    ▼
+//!  Gone
+//! ```
+//!
+//! Replies are appended to `out` as the core emits them and written once
+//! per loop iteration, so a burst of replies costs one `write`.
+
+use std::io::{self, Read, Write};
+
+use mio::net::UnixStream;
+use mio::{Interest, Registry, Token};
+use snaplock_proto::wire::{LineFramer, Message, encode};
+
+/// A reply buffer this large is given back to the allocator once written,
+/// so one big `TICKETLIST` does not pin its memory for the connection's life.
+const KEEP_CAPACITY: usize = 64 << 10;
+
+/// What one `read` gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// This many bytes.
+    Data(usize),
+    /// Nothing more for now.
+    WouldBlock,
+    /// The peer will send nothing more (it may still be reading).
+    Eof,
+    /// The connection failed.
+    Failed,
+}
+
+/// What flushing gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushOutcome {
+    /// Everything queued is written.
+    Empty,
+    /// The socket is full; the rest waits for `WRITABLE`.
+    Pending,
+    /// The peer is gone (`EPIPE`, `ECONNRESET`, ...).
+    Failed,
+}
+
+/// A client connection.
+#[derive(Debug)]
+pub struct Conn {
+    /// The socket.
+    pub stream: UnixStream,
+    /// Cuts what was read into lines.
+    pub framer: LineFramer,
+    out: Vec<u8>,
+    out_start: usize,
+    /// The peer sent EOF: no more requests, but replies still go out.
+    pub read_closed: bool,
+    /// The core asked to close: read nothing more, flush, then close.
+    pub closing: bool,
+    /// Close at the end of this iteration without writing anything more.
+    pub gone: bool,
+    /// In the loop's list of connections to flush.
+    pub dirty: bool,
+    /// In the loop's list of connections to read again (budget ran out).
+    pub read_again: bool,
+    /// Closing, with a deadline for its last replies set.
+    pub lingering: bool,
+    writable_registered: bool,
+}
+
+impl Conn {
+    /// A new connection, registered for `READABLE` by the caller.
+    pub fn new(stream: UnixStream, max_line: usize) -> Conn {
+        Conn {
+            stream,
+            framer: LineFramer::new(max_line),
+            out: Vec::new(),
+            out_start: 0,
+            read_closed: false,
+            closing: false,
+            gone: false,
+            dirty: false,
+            read_again: false,
+            lingering: false,
+            writable_registered: false,
+        }
+    }
+
+    /// Unsent reply bytes.
+    pub fn pending(&self) -> usize {
+        self.out.len() - self.out_start
+    }
+
+    /// Appends a reply.
+    pub fn queue(&mut self, msg: &Message) {
+        if self.out_start > 0 && self.out_start * 2 >= self.out.len() {
+            self.out.drain(..self.out_start);
+            self.out_start = 0;
+        }
+        encode(msg, &mut self.out);
+    }
+
+    /// One `write` of what is queued (retried only on `EINTR`): a short
+    /// write means the socket buffer is full, and `WRITABLE` will say when
+    /// it has room.
+    pub fn flush(&mut self) -> FlushOutcome {
+        loop {
+            if self.pending() == 0 {
+                self.reset_out();
+                return FlushOutcome::Empty;
+            }
+            match self.stream.write(&self.out[self.out_start..]) {
+                Ok(0) => return FlushOutcome::Failed,
+                Ok(n) => {
+                    self.out_start += n;
+                    if self.pending() == 0 {
+                        self.reset_out();
+                        return FlushOutcome::Empty;
+                    }
+                    return FlushOutcome::Pending;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return FlushOutcome::Pending,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return FlushOutcome::Failed,
+            }
+        }
+    }
+
+    fn reset_out(&mut self) {
+        self.out.clear();
+        self.out_start = 0;
+        if self.out.capacity() > KEEP_CAPACITY {
+            self.out = Vec::new();
+        }
+    }
+
+    /// Drops what is queued: the connection is being closed abruptly.
+    pub fn discard_output(&mut self) {
+        self.out = Vec::new();
+        self.out_start = 0;
+    }
+
+    /// One `read` into `buf` (retried only on `EINTR`).
+    pub fn read(&mut self, buf: &mut [u8]) -> ReadOutcome {
+        loop {
+            match self.stream.read(buf) {
+                Ok(0) => return ReadOutcome::Eof,
+                Ok(n) => return ReadOutcome::Data(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::WouldBlock,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return ReadOutcome::Failed,
+            }
+        }
+    }
+
+    /// Registers `WRITABLE` interest only while replies are waiting: an
+    /// always-writable socket would wake the loop for nothing.
+    pub fn update_interest(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
+        let want = self.pending() > 0;
+        if want != self.writable_registered {
+            let interest = if want {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            registry.reregister(&mut self.stream, token, interest)?;
+            self.writable_registered = want;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_replies_go_out_in_one_write_and_the_buffer_is_reused() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::new(a, 1024);
+        conn.queue(&Message::new("LOCKREADY"));
+        conn.queue(&Message::new("NOLOCK"));
+        assert_eq!(conn.pending(), "LOCKREADY\nNOLOCK\n".len());
+        assert_eq!(conn.flush(), FlushOutcome::Empty);
+        assert_eq!(conn.pending(), 0);
+        let mut got = [0u8; 64];
+        let n = (&b).read(&mut got).unwrap();
+        assert_eq!(&got[..n], b"LOCKREADY\nNOLOCK\n");
+    }
+
+    #[test]
+    fn a_full_socket_leaves_the_rest_pending_and_a_closed_peer_fails() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::new(a, 1024);
+        let big = Message::new("TICKETLIST").with("list", vec![b'x'; 1 << 20]);
+        conn.queue(&big);
+        assert_eq!(conn.flush(), FlushOutcome::Pending);
+        assert!(conn.pending() > 0 && conn.pending() < (1 << 20));
+        drop(b);
+        assert_eq!(conn.flush(), FlushOutcome::Failed);
+    }
+
+    #[test]
+    fn reads_tell_data_eof_and_would_block_apart() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::new(a, 1024);
+        let mut buf = [0u8; 16];
+        assert_eq!(conn.read(&mut buf), ReadOutcome::WouldBlock);
+        (&b).write_all(b"HELP\n").unwrap();
+        assert_eq!(conn.read(&mut buf), ReadOutcome::Data(5));
+        b.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(conn.read(&mut buf), ReadOutcome::Eof);
+    }
+}

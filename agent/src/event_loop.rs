@@ -1,0 +1,673 @@
+//! The single-threaded mio loop around the core.
+//!
+//! One iteration:
+//!
+//! ```text
+//! poll (until the earliest of: core timer, accept pause, linger, stop deadline)
+//! now = clock.now()                                  -- one `now` for the whole iteration
+//! for each event: accept / read signals / read lines -> core.handle_input -> drain
+//! read again where the per-iteration read budget ran out; resume accepting
+//! core.handle_timeout(now) -> drain
+//! flush every connection with new replies (one write each), close the finished ones
+//! ```
+//!
+//! `drain` appends each reply to its connection's buffer; nothing is written
+//! until the end of the iteration, so replies produced by one wake-up leave
+//! in one `write` per client. The shell decides nothing about locks: every
+//! answer comes out of the core.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::event::Event;
+use mio::net::{UnixListener, UnixStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use snaplock_proto::wire::{self, Frame};
+use snaplock_proto::{ClientId, Core, Credentials, Input, Malformed, Now, Output, Time};
+
+use crate::clock::Clock;
+use crate::config::{AgentConfig, LogSource};
+use crate::conn::{Conn, FlushOutcome, ReadOutcome};
+use crate::listen::{self, SocketFile};
+use crate::notify::Notifier;
+use crate::signals::{self, Signals};
+use crate::{AgentError, AgentHandle, Control};
+
+const LISTENER: Token = Token(0);
+const SIGNALS: Token = Token(1);
+const WAKER: Token = Token(2);
+/// Client tokens start here and are never reused, so a late event for a
+/// closed connection cannot reach a new one.
+const FIRST_CLIENT: u64 = 16;
+
+const READ_BUF: usize = 64 << 10;
+/// Reads per connection per iteration: a client that keeps its socket full
+/// cannot starve the others; the rest is read on the next iteration.
+const READ_BUDGET: usize = 16;
+/// Accepts per iteration, for the same reason.
+const ACCEPT_BUDGET: usize = 1024;
+/// How long accepting pauses when the process is out of file descriptors.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+/// How long a stopping agent tries to deliver its last replies.
+const STOP_FLUSH: Duration = Duration::from_secs(1);
+/// How long a connection the core closed may take to read its last replies.
+const CLOSE_LINGER: Duration = Duration::from_secs(5);
+/// Longest sleep: a bound, not a timer; waking changes nothing.
+const MAX_SLEEP: Duration = Duration::from_secs(3600);
+/// Bytes of a bad line handed to the core for its `INVALID` reply.
+const ECHO: usize = 256;
+
+/// Client ids are sequential, so a multiplicative hash spreads them well
+/// at a fraction of SipHash's cost on the per-message lookup.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type ConnMap = HashMap<u64, Conn, BuildHasherDefault<IdHasher>>;
+
+/// Logs at most one message of a kind per interval, counting the others.
+struct RateLimit {
+    next: Time,
+    suppressed: u64,
+}
+
+impl RateLimit {
+    const INTERVAL: Duration = Duration::from_secs(10);
+
+    fn new() -> RateLimit {
+        RateLimit {
+            next: Time::ZERO,
+            suppressed: 0,
+        }
+    }
+
+    /// `Some(number suppressed since the last one)` when a message may go out.
+    fn allow(&mut self, now: Time) -> Option<u64> {
+        if now >= self.next {
+            self.next = now + Self::INTERVAL;
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            None
+        }
+    }
+}
+
+/// The agent's state between two iterations.
+pub(crate) struct EventLoop {
+    poll: Poll,
+    clock: Clock,
+    core: Core,
+    listener: Option<UnixListener>,
+    socket_file: SocketFile,
+    signals: Option<Signals>,
+    notifier: Option<Notifier>,
+    handle: AgentHandle,
+    _waker: Arc<Waker>,
+    log_source: LogSource,
+    conns: ConnMap,
+    next_id: u64,
+    /// Connections with replies to write at the end of the iteration.
+    dirty: Vec<u64>,
+    /// The previous `dirty`, kept for its capacity.
+    flushing: Vec<u64>,
+    /// Connections to close at the end of the iteration.
+    to_close: Vec<u64>,
+    /// Connections whose read budget ran out with data left.
+    read_again: Vec<u64>,
+    accept_again: bool,
+    accept_paused_until: Option<Time>,
+    accept_errors: RateLimit,
+    /// Connections being closed that still have replies to deliver.
+    lingering: BTreeSet<(Time, u64)>,
+    read_buf: Box<[u8]>,
+    max_line: usize,
+    max_pending: usize,
+    stop_deadline: Option<Time>,
+}
+
+impl EventLoop {
+    /// Sets everything up: signals first, then the socket, then the core.
+    pub(crate) fn new(cfg: AgentConfig, control: &Control) -> Result<EventLoop, AgentError> {
+        let signals = if control.signals {
+            Some(Signals::new().map_err(|source| AgentError::Io {
+                context: "cannot set up signals".into(),
+                source,
+            })?)
+        } else {
+            None
+        };
+        cfg.core.validate().map_err(AgentError::Config)?;
+        match listen::raise_nofile_limit() {
+            Ok((soft, hard)) if soft < hard => {
+                log::info!("open file limit raised from {soft} to {hard}")
+            }
+            Ok((_, hard)) => log::info!("open file limit: {hard}"),
+            Err(e) => log::warn!("cannot raise the open file limit: {e}"),
+        }
+        if let Some(addr) = cfg.listen {
+            log::info!(
+                "listen={addr} accepted; this version runs the single-computer cluster and opens no peer port"
+            );
+        }
+        let io_err = |context: &str| {
+            let context = context.to_owned();
+            move |source| AgentError::Io { context, source }
+        };
+        let poll = Poll::new().map_err(io_err("cannot create the event loop"))?;
+        let (mut listener, socket_file) = listen::bind(&cfg)?;
+        let registry = poll.registry();
+        registry
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(io_err("cannot watch the socket"))?;
+        let mut signals = signals;
+        if let Some(s) = signals.as_mut() {
+            registry
+                .register(s, SIGNALS, Interest::READABLE)
+                .map_err(io_err("cannot watch signals"))?;
+        }
+        let waker =
+            Arc::new(Waker::new(registry, WAKER).map_err(io_err("cannot create the stop handle"))?);
+        control.handle.install_waker(Arc::clone(&waker));
+        let notifier = cfg
+            .notify_socket
+            .as_deref()
+            .and_then(|name| match Notifier::new(name) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    log::warn!("NOTIFY_SOCKET={name:?} is unusable: {e}");
+                    None
+                }
+            });
+        let clock = Clock::start();
+        log::info!(
+            "snaplockd {} serving as {:?} on {} (single-computer cluster)",
+            snaplock_proto::VERSION,
+            cfg.core.server_name,
+            socket_file.path().display()
+        );
+        Ok(EventLoop {
+            poll,
+            core: Core::new(cfg.core, clock.now()),
+            clock,
+            listener: Some(listener),
+            socket_file,
+            signals,
+            notifier,
+            handle: control.handle.clone(),
+            _waker: waker,
+            log_source: cfg.log_source,
+            conns: ConnMap::default(),
+            next_id: FIRST_CLIENT,
+            dirty: Vec::new(),
+            flushing: Vec::new(),
+            to_close: Vec::new(),
+            read_again: Vec::new(),
+            accept_again: false,
+            accept_paused_until: None,
+            accept_errors: RateLimit::new(),
+            lingering: BTreeSet::new(),
+            read_buf: vec![0; READ_BUF].into_boxed_slice(),
+            max_line: cfg.max_line_length,
+            max_pending: cfg.max_pending_output,
+            stop_deadline: None,
+        })
+    }
+
+    /// Serves until stopped.
+    pub(crate) fn run(mut self) -> Result<(), AgentError> {
+        self.handle
+            .set_listening(self.socket_file.path().to_owned());
+        if let Some(n) = &self.notifier {
+            n.notify("READY=1");
+        }
+        let mut events = Events::with_capacity(1024);
+        let result = loop {
+            let timeout = self.timeout(self.clock.now());
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                break Err(AgentError::Io {
+                    context: "the event loop failed".into(),
+                    source: e,
+                });
+            }
+            let now = self.clock.now();
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept(now),
+                    SIGNALS => self.read_signals(now),
+                    WAKER => {}
+                    Token(id) => self.conn_event(now, id as u64, ev),
+                }
+            }
+            if self.stop_deadline.is_none() && self.handle.stop_requested() {
+                self.begin_stop(now, "stop requested");
+            }
+            self.resume(now);
+            self.core.handle_timeout(now);
+            self.drain();
+            self.flush_and_close(now);
+            if let Some(deadline) = self.stop_deadline {
+                if self.conns.is_empty() || now.mono >= deadline {
+                    break Ok(());
+                }
+            }
+        };
+        if !self.conns.is_empty() {
+            log::info!(
+                "closing {} connections that did not read their last replies",
+                self.conns.len()
+            );
+        }
+        self.socket_file.remove();
+        result
+    }
+
+    /// How long `poll` may sleep: until the earliest deadline, rounded up
+    /// to the millisecond so a timer is never polled for just before it is due.
+    fn timeout(&self, now: Now) -> Option<Duration> {
+        if !self.read_again.is_empty() || self.accept_again {
+            return Some(Duration::ZERO);
+        }
+        let shell = [
+            self.accept_paused_until,
+            self.lingering.first().map(|&(t, _)| t),
+            self.stop_deadline,
+        ];
+        let next = shell
+            .into_iter()
+            .flatten()
+            .chain(self.core.poll_timeout())
+            .min()?;
+        let us = next.saturating_since(now.mono).as_micros();
+        Some(
+            Duration::from_millis(u64::try_from(us.div_ceil(1000)).unwrap_or(u64::MAX))
+                .min(MAX_SLEEP),
+        )
+    }
+
+    fn feed(&mut self, now: Now, input: Input) {
+        if let Err(e) = self.core.handle_input(now, input) {
+            log::error!("the core refused an input (a bug in snaplockd): {e}");
+            debug_assert!(false, "the core refused an input: {e}");
+        }
+        self.drain();
+    }
+
+    /// Routes the core's outputs to the connections' buffers.
+    fn drain(&mut self) {
+        while let Some(out) = self.core.poll_output() {
+            match out {
+                Output::Reply { client, msg } => {
+                    let id = client.0;
+                    let Some(conn) = self.conns.get_mut(&id) else {
+                        continue;
+                    };
+                    if conn.gone {
+                        continue;
+                    }
+                    conn.queue(&msg);
+                    if !conn.dirty {
+                        conn.dirty = true;
+                        self.dirty.push(id);
+                    }
+                    if conn.pending() > self.max_pending
+                        && (conn.flush() == FlushOutcome::Failed
+                            || conn.pending() > self.max_pending)
+                    {
+                        // It does not read its replies: close it rather than
+                        // buffer without bound or block the loop.
+                        log::debug!(
+                            "client {id}: {} reply bytes unread, closing it",
+                            conn.pending()
+                        );
+                        conn.discard_output();
+                        Self::mark_gone(&mut self.to_close, id, conn);
+                    }
+                }
+                Output::Close { client } => {
+                    let id = client.0;
+                    let Some(conn) = self.conns.get_mut(&id) else {
+                        continue;
+                    };
+                    conn.closing = true;
+                    if !conn.dirty {
+                        conn.dirty = true;
+                        self.dirty.push(id);
+                    }
+                }
+            }
+        }
+    }
+
+    fn mark_gone(to_close: &mut Vec<u64>, id: u64, conn: &mut Conn) {
+        if !conn.gone {
+            conn.gone = true;
+            to_close.push(id);
+        }
+    }
+
+    fn accept(&mut self, now: Now) {
+        if self.stop_deadline.is_some() || self.accept_paused_until.is_some() {
+            return;
+        }
+        for _ in 0..ACCEPT_BUDGET {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
+                Ok((stream, _)) => self.open(now, stream),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+                Err(e) => {
+                    // Out of file descriptors (EMFILE, ENFILE) or memory: the
+                    // pending connection stays queued, so retrying at once
+                    // would spin. Pause, and log rarely.
+                    if let Some(skipped) = self.accept_errors.allow(now.mono) {
+                        log::warn!(
+                            "cannot accept a client ({e}); pausing accepts for {} ms ({skipped} more such errors not logged)",
+                            ACCEPT_PAUSE.as_millis()
+                        );
+                    }
+                    self.accept_paused_until = Some(now.mono + ACCEPT_PAUSE);
+                    return;
+                }
+            }
+        }
+        self.accept_again = true;
+    }
+
+    fn open(&mut self, now: Now, stream: UnixStream) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let cred = match getsockopt(&stream, PeerCredentials) {
+            Ok(c) => Credentials {
+                pid: u32::try_from(c.pid()).ok(),
+                uid: Some(c.uid()),
+                gid: Some(c.gid()),
+            },
+            Err(e) => {
+                log::debug!("client {id}: no peer credentials: {e}");
+                Credentials::default()
+            }
+        };
+        let mut conn = Conn::new(stream, self.max_line);
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut conn.stream, Token(id as usize), Interest::READABLE)
+        {
+            log::warn!("cannot watch a new client: {e}");
+            return;
+        }
+        self.conns.insert(id, conn);
+        self.feed(
+            now,
+            Input::ClientOpened {
+                client: ClientId(id),
+                cred,
+            },
+        );
+    }
+
+    fn conn_event(&mut self, now: Now, id: u64, ev: &Event) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if conn.gone {
+            return;
+        }
+        // HUP or an error: the peer is gone in both directions. EOF alone
+        // (shutdown(SHUT_WR), `socat` after its input ends) is not: the peer
+        // may still be waiting for a LOCKED.
+        let peer_gone = ev.is_write_closed() || ev.is_error();
+        if ev.is_readable() || ev.is_read_closed() || peer_gone {
+            // A vanished peer sends nothing more, so what is left in the
+            // socket is bounded: read it all, its requests still count
+            // (a `detach=true` LOCK followed by a close, for one).
+            self.read_conn(now, id, peer_gone);
+        }
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if peer_gone {
+            Self::mark_gone(&mut self.to_close, id, conn);
+        } else if ev.is_writable() && !conn.dirty && conn.pending() > 0 {
+            conn.dirty = true;
+            self.dirty.push(id);
+        }
+    }
+
+    fn read_conn(&mut self, now: Now, id: u64, unbounded: bool) {
+        let mut reads = 0;
+        loop {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return;
+            };
+            if conn.gone || conn.closing || conn.read_closed {
+                return;
+            }
+            if reads == READ_BUDGET && !unbounded {
+                if !conn.read_again {
+                    conn.read_again = true;
+                    self.read_again.push(id);
+                }
+                return;
+            }
+            reads += 1;
+            match conn.read(&mut self.read_buf) {
+                ReadOutcome::Data(n) => {
+                    conn.framer
+                        .buffer_mut()
+                        .extend_from_slice(&self.read_buf[..n]);
+                    self.process_lines(now, id);
+                }
+                ReadOutcome::WouldBlock => return,
+                ReadOutcome::Eof => {
+                    conn.read_closed = true;
+                    // A last line without its `\n` is still a request.
+                    if conn.framer.has_partial_line() {
+                        conn.framer.buffer_mut().push(b'\n');
+                        self.process_lines(now, id);
+                    }
+                    return;
+                }
+                ReadOutcome::Failed => {
+                    Self::mark_gone(&mut self.to_close, id, conn);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn process_lines(&mut self, now: Now, id: u64) {
+        let client = ClientId(id);
+        loop {
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return;
+            };
+            if conn.closing || conn.gone {
+                return;
+            }
+            let input = match conn.framer.next_line() {
+                None => return,
+                Some(Frame::Line([])) => continue,
+                Some(Frame::Line(line)) => match wire::parse(line) {
+                    Ok(msg) => Input::ClientMessage { client, msg },
+                    Err(e) => Input::ClientMalformed {
+                        client,
+                        line: line[..line.len().min(ECHO)].to_vec(),
+                        error: Malformed::Parse(e),
+                    },
+                },
+                Some(Frame::TooLong { prefix }) => Input::ClientMalformed {
+                    client,
+                    line: prefix.to_vec(),
+                    error: Malformed::TooLong,
+                },
+            };
+            self.feed(now, input);
+        }
+    }
+
+    fn read_signals(&mut self, now: Now) {
+        loop {
+            let Some(signals) = self.signals.as_mut() else {
+                return;
+            };
+            match signals.next_request() {
+                Ok(Some(signals::Request::Stop(sig))) => self.begin_stop(now, sig.as_str()),
+                Ok(Some(signals::Request::Reload)) => self.reload_log_level(),
+                Ok(None) => return,
+                Err(e) => {
+                    log::error!("cannot read signals: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn reload_log_level(&self) {
+        match self.log_source.reload() {
+            Ok(Some(level)) => {
+                log::info!("SIGHUP: log level {level}");
+                log::set_max_level(level);
+            }
+            Ok(None) => log::info!("SIGHUP: RUST_LOG is set and decides the log level"),
+            Err(e) => log::warn!("SIGHUP: {e}; log level unchanged"),
+        }
+    }
+
+    /// Graceful stop: no new clients; holders are told their locks are
+    /// lost and waiters that they failed; replies get `STOP_FLUSH` to leave.
+    fn begin_stop(&mut self, now: Now, why: &str) {
+        if self.stop_deadline.is_some() {
+            return;
+        }
+        log::info!("stopping ({why})");
+        if let Some(n) = &self.notifier {
+            n.notify("STOPPING=1");
+        }
+        if let Some(mut listener) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
+        self.socket_file.remove();
+        self.core.shutdown(now);
+        self.drain();
+        for (&id, conn) in &mut self.conns {
+            conn.closing = true;
+            if !conn.dirty {
+                conn.dirty = true;
+                self.dirty.push(id);
+            }
+        }
+        self.stop_deadline = Some(now.mono + STOP_FLUSH);
+    }
+
+    /// Work left over from earlier iterations: reads past the budget,
+    /// accepts after a pause or past the budget, lingering closes.
+    fn resume(&mut self, now: Now) {
+        if !self.read_again.is_empty() {
+            let list = std::mem::take(&mut self.read_again);
+            for &id in &list {
+                if let Some(conn) = self.conns.get_mut(&id) {
+                    conn.read_again = false;
+                    self.read_conn(now, id, false);
+                }
+            }
+        }
+        if self.accept_paused_until.is_some_and(|t| now.mono >= t) {
+            self.accept_paused_until = None;
+            self.accept_again = true;
+        }
+        if std::mem::take(&mut self.accept_again) {
+            self.accept(now);
+        }
+        while let Some(&(at, id)) = self.lingering.first() {
+            if at > now.mono {
+                break;
+            }
+            self.lingering.pop_first();
+            if let Some(conn) = self.conns.get_mut(&id) {
+                log::debug!("client {id}: did not read its last replies in time");
+                Self::mark_gone(&mut self.to_close, id, conn);
+            }
+        }
+    }
+
+    /// Writes every connection's new replies (one write each) and closes
+    /// the connections that are finished; closing one may release locks and
+    /// so produce replies for others, hence the loop.
+    fn flush_and_close(&mut self, now: Now) {
+        while !self.dirty.is_empty() || !self.to_close.is_empty() {
+            std::mem::swap(&mut self.dirty, &mut self.flushing);
+            for i in 0..self.flushing.len() {
+                let id = self.flushing[i];
+                let Some(conn) = self.conns.get_mut(&id) else {
+                    continue;
+                };
+                conn.dirty = false;
+                if conn.gone {
+                    continue;
+                }
+                match conn.flush() {
+                    FlushOutcome::Failed => Self::mark_gone(&mut self.to_close, id, conn),
+                    FlushOutcome::Empty if conn.closing => {
+                        Self::mark_gone(&mut self.to_close, id, conn)
+                    }
+                    outcome => {
+                        if outcome == FlushOutcome::Pending && conn.closing && !conn.lingering {
+                            conn.lingering = true;
+                            self.lingering.insert((now.mono + CLOSE_LINGER, id));
+                        }
+                        if let Err(e) =
+                            conn.update_interest(self.poll.registry(), Token(id as usize))
+                        {
+                            log::debug!("client {id}: cannot update its interest: {e}");
+                            Self::mark_gone(&mut self.to_close, id, conn);
+                        }
+                    }
+                }
+            }
+            self.flushing.clear();
+            let closing = std::mem::take(&mut self.to_close);
+            for id in closing {
+                self.close(now, id);
+            }
+        }
+    }
+
+    fn close(&mut self, now: Now, id: u64) {
+        let Some(mut conn) = self.conns.remove(&id) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        drop(conn);
+        self.feed(
+            now,
+            Input::ClientClosed {
+                client: ClientId(id),
+            },
+        );
+    }
+}
