@@ -211,10 +211,16 @@ impl Table {
             })
             .collect();
         let decision = who_may_hold(&views, object.last_shared_grant, now);
+        // A waiter whose deadline has passed is never granted, even when a
+        // late shell has not run its timer yet: that timer fails it with
+        // `timedout`. Leaving a ticket out of a decision grants fewer holders
+        // than `who_may_hold` allowed, which keeps its invariant.
         let ids = decision
             .grant
             .iter()
-            .map(|&i| object.tickets[i].id)
+            .map(|&i| &object.tickets[i])
+            .filter(|t| t.state.deadline() > now)
+            .map(|t| t.id)
             .collect();
         if let Some(at) = decision.recheck_at {
             self.arm(at, Timer::Recheck(name.clone()));
