@@ -2,11 +2,10 @@
 //! command's own status passed through, as flock(1) does. The table is in
 //! the help text and in `snaplock-cli(1)`; users' scripts depend on it.
 
-use std::io;
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
-
 use snaplock_client::Error;
+use std::io;
+
+use crate::spawn::Ended;
 
 /// Success.
 pub const OK: u8 = 0;
@@ -46,11 +45,10 @@ pub fn of_error(e: &Error, conflict: u8) -> u8 {
 
 /// The status that reports the command's own: its exit code, or 128 + the
 /// signal that killed it, as shells do.
-pub fn of_status(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => (code & 0xff) as u8,
-        (None, Some(sig)) => (128 + (sig & 0x7f)) as u8,
-        (None, None) => SOFTWARE,
+pub fn of_status(ended: Ended) -> u8 {
+    match ended {
+        Ended::Code(code) => (code & 0xff) as u8,
+        Ended::Signal(sig) => (128 + (sig & 0x7f)) as u8,
     }
 }
 
@@ -108,12 +106,11 @@ mod tests {
 
     #[test]
     fn the_commands_status_passes_through() {
-        assert_eq!(of_status(ExitStatus::from_raw(0)), 0);
-        assert_eq!(of_status(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(of_status(ExitStatus::from_raw(255 << 8)), 255);
-        // Killed by SIGTERM (15) and SIGKILL (9), as wait(2) encodes them.
-        assert_eq!(of_status(ExitStatus::from_raw(15)), 143);
-        assert_eq!(of_status(ExitStatus::from_raw(9)), 137);
+        assert_eq!(of_status(Ended::Code(0)), 0);
+        assert_eq!(of_status(Ended::Code(3)), 3);
+        assert_eq!(of_status(Ended::Code(255)), 255);
+        assert_eq!(of_status(Ended::Signal(15)), 143);
+        assert_eq!(of_status(Ended::Signal(9)), 137);
     }
 
     #[test]

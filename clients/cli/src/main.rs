@@ -8,6 +8,7 @@ mod args;
 mod exit;
 mod query;
 mod run;
+mod spawn;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -15,10 +15,7 @@
 //! other signals are forwarded) and on the agent's socket, with a timeout
 //! for the next renewal or stop deadline.
 
-use std::ffi::OsStr;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
-use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -31,6 +28,7 @@ use snaplock_client::{Client, Error, Grant, LockOptions, Mode, clock, extend_mes
 
 use crate::args::LockArgs;
 use crate::exit;
+use crate::spawn::{self, Ended};
 
 /// How long the command has between SIGTERM and SIGKILL.
 pub fn grace(lease: Duration) -> Duration {
@@ -112,13 +110,19 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
             return exit::SOFTWARE;
         }
     };
-    let child = match spawn(args, &grant) {
-        Ok(child) => child,
+    let fence = grant.fence.to_string();
+    let date = grant.timeout_date.to_wire();
+    let vars = [
+        ("SNAPLOCK_OBJECT", grant.object.as_slice()),
+        ("SNAPLOCK_FENCE", fence.as_bytes()),
+        ("SNAPLOCK_TIMEOUT_DATE", date.as_bytes()),
+    ];
+    let child = match spawn::spawn(&args.command, &vars) {
+        Ok(pid) => pid,
         Err(e) => {
-            eprintln!(
-                "snaplock-cli: error: cannot run {}: {e}",
-                args.command[0].to_string_lossy()
-            );
+            let e = std::io::Error::from(e);
+            let program = spawn::program_name(&args.command);
+            eprintln!("snaplock-cli: error: cannot run {program}: {e}");
             let _ = client.unlock(&args.name);
             return exit::of_spawn_error(&e);
         }
@@ -143,15 +147,6 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     sup.run()
 }
 
-fn spawn(args: &LockArgs, grant: &Grant) -> std::io::Result<Child> {
-    std::process::Command::new(&args.command[0])
-        .args(&args.command[1..])
-        .env("SNAPLOCK_OBJECT", OsStr::from_bytes(&grant.object))
-        .env("SNAPLOCK_FENCE", grant.fence.to_string())
-        .env("SNAPLOCK_TIMEOUT_DATE", grant.timeout_date.to_wire())
-        .spawn()
-}
-
 enum Phase {
     /// The lock is held and renewed; the command runs.
     Holding,
@@ -167,7 +162,8 @@ struct Supervisor<'a> {
     display: String,
     lease: Duration,
     fence: u64,
-    child: Child,
+    /// The command's pid; not reaped before it ended, so never reused.
+    child: Pid,
     signals: SignalFd,
     /// When the lease ends, at the earliest.
     lease_end: Instant,
@@ -197,8 +193,8 @@ impl Supervisor<'_> {
                 self.on_socket();
             }
             if child_changed {
-                match self.child.try_wait() {
-                    Ok(Some(status)) => return self.finish(status),
+                match spawn::try_reap(self.child) {
+                    Ok(Some(ended)) => return self.finish(ended),
                     Ok(None) => {}
                     Err(e) => {
                         eprintln!("snaplock-cli: error: cannot wait for the command: {e}");
@@ -373,12 +369,10 @@ impl Supervisor<'_> {
 
     fn signal_child(&self, sig: Signal) {
         // Not reaped yet, so the pid is still the command's (a zombie at worst).
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = kill(Pid::from_raw(pid), sig);
-        }
+        let _ = kill(self.child, sig);
     }
 
-    fn finish(&mut self, status: ExitStatus) -> u8 {
+    fn finish(&mut self, ended: Ended) -> u8 {
         match self.phase {
             Phase::Holding => {
                 if self.socket_open {
@@ -387,7 +381,7 @@ impl Supervisor<'_> {
                     self.client.set_reply_timeout(Duration::from_secs(1));
                     let _ = self.client.unlock(self.name);
                 }
-                exit::of_status(status)
+                exit::of_status(ended)
             }
             Phase::Stopping { .. } | Phase::Killed => exit::LOST,
         }

@@ -1,0 +1,259 @@
+//! A real `snaplockd` on a socket in a temporary directory, and the real
+//! `snaplock-cli` run against it with bounded waits.
+
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+pub const CLI: &str = env!("CARGO_BIN_EXE_snaplock-cli");
+
+/// Now, for measuring how long the processes under test take.
+#[allow(clippy::disallowed_methods)] // tests time the real processes they run
+pub fn now() -> Instant {
+    Instant::now()
+}
+
+/// A fresh directory under the system's temporary directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> TempDir {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("snaplock-cli-{what}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create the temporary directory");
+        TempDir(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `snaplockd`, built next to the test executable (`target/debug`), or the
+/// one `$SNAPLOCK_TEST_AGENT` names (an installed agent, for instance).
+fn agent_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("SNAPLOCK_TEST_AGENT") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let bin = dir.join("snaplockd");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p snaplock-agent --bin snaplockd` first",
+        bin.display()
+    );
+    bin
+}
+
+/// A running agent; stopped (SIGTERM, then SIGKILL) and cleaned up on drop.
+pub struct Agent {
+    pub socket: PathBuf,
+    child: Child,
+    stopped: bool,
+    pub dir: TempDir,
+}
+
+impl Agent {
+    /// Starts `snaplockd --socket <tmp>/s.sock --log-level warn` and waits (at
+    /// most 10 s) until its socket accepts connections.
+    pub fn start() -> Agent {
+        let dir = TempDir::new("agent");
+        let socket = dir.path("s.sock");
+        let child = Command::new(agent_binary())
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--log-level", "warn"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start snaplockd");
+        let mut agent = Agent {
+            socket,
+            child,
+            stopped: false,
+            dir,
+        };
+        let start = now();
+        while UnixStream::connect(&agent.socket).is_err() {
+            if let Ok(Some(status)) = agent.child.try_wait() {
+                panic!("snaplockd exited at start: {status}");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "snaplockd did not listen within 10 s"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        agent
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Sends `sig` to the agent.
+    pub fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).expect("signal snaplockd");
+    }
+
+    /// SIGKILL, and reaps it.
+    pub fn kill9(&mut self) {
+        self.signal(Signal::SIGKILL);
+        let _ = self.child.wait();
+        self.stopped = true;
+    }
+
+    /// `snaplock-cli --socket <ours>`, ready for more arguments.
+    pub fn cli(&self) -> Command {
+        let mut cmd = Command::new(CLI);
+        cmd.arg("--socket").arg(&self.socket);
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        // A stopped agent would keep the SIGTERM pending forever.
+        let _ = kill(self.pid(), Signal::SIGCONT);
+        let _ = kill(self.pid(), Signal::SIGTERM);
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = kill(self.pid(), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// What a finished run gave.
+#[derive(Debug)]
+pub struct Run {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+}
+
+/// A started process whose output is collected; killed if it outlives its
+/// bound.
+pub struct Running {
+    child: Child,
+    started: Instant,
+    output: mpsc::Receiver<(String, String)>,
+}
+
+impl Running {
+    pub fn spawn(mut cmd: Command) -> Running {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let started = now();
+        let mut child = cmd.spawn().expect("start the process");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let errs = thread::spawn(move || {
+                let mut s = String::new();
+                let _ = err.read_to_string(&mut s);
+                s
+            });
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            let _ = tx.send((s, errs.join().unwrap_or_default()));
+        });
+        Running {
+            child,
+            started,
+            output: rx,
+        }
+    }
+
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    /// Waits at most `bound` for the exit; panics (after killing it) beyond.
+    pub fn wait(mut self, bound: Duration) -> Run {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            if self.started.elapsed() > bound {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the process ran longer than {bound:?}");
+            }
+            thread::sleep(Duration::from_millis(2));
+        };
+        let took = self.started.elapsed();
+        // The pipes may stay open in a grandchild; do not wait for it forever.
+        let (stdout, stderr) = self
+            .output
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_default();
+        Run {
+            status,
+            stdout,
+            stderr,
+            took,
+        }
+    }
+}
+
+/// Runs `cmd` to the end, at most `bound`.
+pub fn run(cmd: Command, bound: Duration) -> Run {
+    Running::spawn(cmd).wait(bound)
+}
+
+/// Waits at most `bound` for `path` to exist.
+pub fn wait_for_file(path: &Path, bound: Duration) {
+    let start = now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < bound,
+            "{} did not appear within {bound:?}",
+            path.display()
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `sh -c SCRIPT` as the command of `lock`.
+pub fn sh(script: &str) -> [&OsStr; 3] {
+    [OsStr::new("sh"), OsStr::new("-c"), OsStr::new(script)]
+}
