@@ -1,0 +1,507 @@
+//! Keeps the shipped documentation true to the code: the man pages, the
+//! default configuration file and the README are checked against what the
+//! binaries print, what the agent accepts and what the core answers.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use snaplock_agent::config::{self, Environment, LogSource, Settings};
+use snaplock_proto::wire::Message;
+use snaplock_proto::{ClientId, Config, Core, Credentials, Input, Now, Output, Time, UnixTime};
+
+const MAN_PAGES: &[&str] = &[
+    "snaplockd.8",
+    "snaplock-cli.1",
+    "snaplock.conf.5",
+    "snaplock.7",
+];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is in the workspace")
+        .to_path_buf()
+}
+
+fn read(relative: &str) -> String {
+    let path = workspace().join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// A man page with roff's `\-` made `-` and font escapes removed, so that
+/// `\fB\-\-socket\fR` reads `--socket`.
+fn man_text(page: &str) -> String {
+    let mut text = read(&format!("man/{page}")).replace("\\-", "-");
+    for font in ["\\fB", "\\fI", "\\fR", "\\fP"] {
+        text = text.replace(font, "");
+    }
+    text
+}
+
+/// The lines of one `.SH` section of a man page (up to the next `.SH`).
+fn man_section(text: &str, title: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(".SH ") {
+            inside = rest.trim_matches('"') == title;
+            continue;
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(!out.is_empty(), "the man page has no section {title:?}");
+    out
+}
+
+/// Every `--long-option` in `text`.
+fn long_options(text: &str) -> BTreeSet<String> {
+    let bytes = text.as_bytes();
+    let mut found = BTreeSet::new();
+    let mut i = 0;
+    while let Some(at) = text[i..].find("--") {
+        let start = i + at;
+        let before_ok =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'-');
+        let mut end = start + 2;
+        while end < bytes.len()
+            && (bytes[end].is_ascii_lowercase()
+                || bytes[end].is_ascii_digit()
+                || bytes[end] == b'-')
+        {
+            end += 1;
+        }
+        if before_ok && end > start + 2 && bytes[start + 2].is_ascii_lowercase() {
+            found.insert(text[start..end].trim_end_matches('-').to_owned());
+        }
+        i = end.max(start + 2);
+    }
+    found
+}
+
+/// The directory cargo puts this build's binaries in: the test runs from
+/// `<target>/<profile>/deps/`.
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test knows its own path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test runs from <target>/<profile>/deps")
+        .to_path_buf()
+}
+
+/// The path of a workspace binary, built (or brought up to date) first, once
+/// per test process: `cargo test` builds the binaries only of packages with
+/// integration tests, and a stale binary would check stale help.
+fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let dir = bin_dir();
+    let built = BUILT.get_or_init(|| {
+        let Some(cargo) = std::env::var_os("CARGO") else {
+            return Ok(()); // not run by cargo: use what is there
+        };
+        let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
+        let profile = if profile == "debug" { "dev" } else { profile };
+        let target = dir.parent().expect("<target>/<profile>");
+        let out = Command::new(cargo)
+            .current_dir(workspace())
+            .args([
+                "build",
+                "--bins",
+                "-p",
+                "snaplock-agent",
+                "-p",
+                "snaplock-cli",
+                "--profile",
+                profile,
+            ])
+            .arg("--target-dir")
+            .arg(target)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    });
+    if let Err(why) = built {
+        panic!("building the binaries failed; run `cargo build --workspace` and fix it:\n{why}");
+    }
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --workspace` before the tests",
+        path.display()
+    );
+    path
+}
+
+/// Runs a binary with `args` and returns its standard output; it must exit 0.
+fn run(name: &str, args: &[&str]) -> String {
+    let out = Command::new(binary(name))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {name}: {e}"));
+    assert!(
+        out.status.success(),
+        "`{name} {}` exited with {}: {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("the help is UTF-8")
+}
+
+/// The options a page documents: the `--long` names in the tags (`.B` or
+/// `.BI` lines right after `.TP`) of its OPTIONS section.
+fn documented_options(page: &str) -> BTreeSet<String> {
+    let options = man_section(&man_text(page), "OPTIONS");
+    let mut tags = String::new();
+    let mut lines = options.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with(".TP") {
+            if let Some(tag) = lines.next() {
+                tags.push_str(tag);
+                tags.push('\n');
+            }
+        }
+    }
+    long_options(&tags)
+}
+
+fn check_help_against_page(help: &str, page: &str, least: usize) {
+    let printed = long_options(help);
+    assert!(
+        printed.len() >= least,
+        "the help lists only {printed:?}:\n{help}"
+    );
+    let documented = documented_options(page);
+    let undocumented: Vec<_> = printed.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "man/{page} does not document {undocumented:?}"
+    );
+    let stale: Vec<_> = documented.difference(&printed).collect();
+    assert!(
+        stale.is_empty(),
+        "man/{page} documents {stale:?}, which the help does not list:\n{help}"
+    );
+}
+
+#[test]
+fn every_long_option_of_snaplockd_is_documented_in_its_man_page_and_no_other() {
+    check_help_against_page(&run("snaplockd", &["--help"]), "snaplockd.8", 10);
+}
+
+#[test]
+fn every_long_option_of_snaplock_cli_is_documented_in_its_man_page_and_no_other() {
+    let mut help = run("snaplock-cli", &["--help"]);
+    help.push_str(&run("snaplock-cli", &["lock", "--help"]));
+    check_help_against_page(&help, "snaplock-cli.1", 8);
+}
+
+#[test]
+fn every_config_key_is_documented_in_the_man_page_and_the_default_file() {
+    let page = man_section(&man_text("snaplock.conf.5"), "KEYS");
+    let file = read("packaging/snaplock.conf");
+    let keys: BTreeSet<&str> = config::KEYS.iter().copied().collect();
+    assert!(keys.len() >= 10, "KEYS lists only {keys:?}");
+    for key in &keys {
+        assert!(
+            page.contains(&format!(".BI {key}=")),
+            "man/snaplock.conf.5 does not document {key}"
+        );
+        let line = format!("#{key}=");
+        assert!(
+            file.lines().any(|l| l.starts_with(&line)),
+            "packaging/snaplock.conf has no commented-out {line} line"
+        );
+    }
+    let in_page: BTreeSet<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix(".BI "))
+        .filter_map(|l| l.split('=').next())
+        .collect();
+    let unknown: Vec<_> = in_page.difference(&keys).collect();
+    assert!(
+        unknown.is_empty(),
+        "man/snaplock.conf.5 documents unknown keys {unknown:?}"
+    );
+}
+
+fn test_environment() -> Environment {
+    Environment {
+        hostname: Some("docs-test.example.com".to_owned()),
+        uid: 4242,
+        ..Environment::default()
+    }
+}
+
+#[test]
+fn the_defaults_written_in_the_default_file_are_the_agents_defaults() {
+    // Uncomment every `#key=value` line that gives a value: the resulting
+    // configuration must be the one the agent builds with no file at all.
+    let file = read("packaging/snaplock.conf");
+    let mut uncommented = String::new();
+    let mut count = 0;
+    for line in file.lines() {
+        let Some(setting) = line.strip_prefix('#') else {
+            continue;
+        };
+        let Some((key, value)) = setting.split_once('=') else {
+            continue;
+        };
+        if config::KEYS.contains(&key) && !value.is_empty() {
+            uncommented.push_str(setting);
+            uncommented.push('\n');
+            count += 1;
+        }
+    }
+    assert!(
+        count >= 8,
+        "only {count} defaults found in packaging/snaplock.conf"
+    );
+    let settings =
+        config::parse_text("packaging/snaplock.conf", &uncommented).unwrap_or_else(|e| {
+            panic!("the agent refuses the defaults of packaging/snaplock.conf: {e}")
+        });
+    let env = test_environment();
+    let with_file =
+        config::build(settings, Settings::default(), &env, LogSource::default()).expect("valid");
+    let without = config::build(
+        Settings::default(),
+        Settings::default(),
+        &env,
+        LogSource::default(),
+    )
+    .expect("valid");
+    assert_eq!(
+        format!("{with_file:?}"),
+        format!("{without:?}"),
+        "uncommenting the defaults of packaging/snaplock.conf changes the configuration"
+    );
+}
+
+/// Drives a core through one client's requests and returns its replies.
+fn ask(requests: &[&str]) -> Vec<Message> {
+    let now = Now {
+        mono: Time::from_micros(1_000_000),
+        wall: UnixTime(1_700_000_000_000_000),
+    };
+    let mut core = Core::new(Config::default(), now);
+    let client = ClientId(1);
+    core.handle_input(
+        now,
+        Input::ClientOpened {
+            client,
+            cred: Credentials::default(),
+        },
+    )
+    .expect("open");
+    for line in requests {
+        let msg = snaplock_proto::wire::parse(line.as_bytes()).expect("a valid line");
+        core.handle_input(now, Input::ClientMessage { client, msg })
+            .expect("open client");
+    }
+    let mut replies = Vec::new();
+    while let Some(out) = core.poll_output() {
+        if let Output::Reply { msg, .. } = out {
+            replies.push(msg);
+        }
+    }
+    replies
+}
+
+#[test]
+fn every_command_the_agent_lists_has_its_section_in_the_protocol_page() {
+    let replies = ask(&["HELP"]);
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].command, "COMMANDS");
+    let list = replies[0].get_str("list").expect("COMMANDS list=");
+    let page = man_text("snaplock.7");
+    let commands: Vec<&str> = list.split(',').collect();
+    assert!(commands.len() >= 8, "HELP lists only {list}");
+    for command in commands {
+        assert!(
+            page.lines().any(|l| l == format!(".SS {command}")),
+            "man/snaplock.7 has no section .SS {command}"
+        );
+    }
+}
+
+#[test]
+fn every_status_parameter_is_described_in_the_protocol_page() {
+    let replies = ask(&["INFO"]);
+    assert_eq!(replies[0].command, "STATUS");
+    let page = man_text("snaplock.7");
+    let info = page
+        .split(".SS INFO")
+        .nth(1)
+        .expect("an INFO section")
+        .split(".SS ")
+        .next()
+        .unwrap_or("");
+    let names: Vec<&str> = replies[0].params().map(|(name, _)| name).collect();
+    assert!(names.len() >= 10, "STATUS has only {names:?}");
+    for name in names {
+        assert!(
+            info.contains(&format!(".B {name}\n")),
+            "the INFO section of man/snaplock.7 does not describe {name}"
+        );
+    }
+}
+
+/// The `error=` values the core can send. There is no list of them in the
+/// code, so they are read from its source: the first argument of every
+/// `Refusal::new(`, the `invalid` of `Refusal::invalid(`, and every
+/// `Some("name")` among the arguments of `replies::unlocked(`. The known
+/// set is asserted too, so that a change in how the source spells them
+/// fails here instead of checking nothing.
+fn errors_in_the_core() -> BTreeSet<String> {
+    let dir = workspace().join("proto/src/core");
+    let mut found = BTreeSet::new();
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).expect("readable source");
+        for args in call_arguments(&source, "Refusal::new(") {
+            if let Some(name) = args
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|a| a.split('"').next())
+            {
+                found.insert(name.to_owned());
+            }
+        }
+        if source.contains("Refusal::invalid(") {
+            found.insert("invalid".to_owned());
+        }
+        for args in call_arguments(&source, "unlocked(") {
+            for (at, _) in args.match_indices("Some(\"") {
+                let rest = &args[at + "Some(\"".len()..];
+                found.insert(rest.split('"').next().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// The argument text of every call of `callee` (which ends with `(`) in
+/// `source`, up to the matching `)`, across lines.
+fn call_arguments<'a>(source: &'a str, callee: &str) -> Vec<&'a str> {
+    let mut calls = Vec::new();
+    for (at, _) in source.match_indices(callee) {
+        let args = &source[at + callee.len()..];
+        let mut depth = 1;
+        let end = args.char_indices().find_map(|(i, c)| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(i)
+        });
+        calls.push(&args[..end.unwrap_or(args.len())]);
+    }
+    calls
+}
+
+#[test]
+fn every_error_the_core_sends_is_described_in_the_protocol_page_and_no_other() {
+    let errors = errors_in_the_core();
+    let known = [
+        "busy",
+        "denied",
+        "duplicate",
+        "invalid",
+        "lost",
+        "overflow",
+        "timedout",
+        "unavailable",
+    ];
+    for name in known {
+        assert!(
+            errors.contains(name),
+            "the scan of proto/src/core no longer finds {name:?}: fix errors_in_the_core"
+        );
+    }
+    let section = man_section(&man_text("snaplock.7"), "ERRORS");
+    let mut documented = BTreeSet::new();
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        if line.starts_with(".TP") {
+            if let Some(name) = lines.next().and_then(|l| l.strip_prefix(".B ")) {
+                documented.insert(name.to_owned());
+            }
+        }
+    }
+    assert_eq!(
+        errors, documented,
+        "errors sent by the core vs. described in the ERRORS section of man/snaplock.7"
+    );
+}
+
+#[test]
+fn every_man_page_passes_groff_without_a_warning() {
+    for page in MAN_PAGES {
+        let path = workspace().join("man").join(page);
+        assert!(path.is_file(), "{} is missing", path.display());
+        let out = match Command::new("groff")
+            .args(["-man", "-z", "-wall", "-ww"])
+            .arg(&path)
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) => {
+                panic!("cannot run groff ({e}): install it (Debian: apt-get install groff-base)")
+            }
+        };
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && warnings.is_empty(),
+            "groff on man/{page}:\n{warnings}"
+        );
+    }
+}
+
+#[test]
+fn every_man_page_the_readme_links_to_exists() {
+    let readme = read("README.md");
+    let mut linked = 0;
+    for page in MAN_PAGES {
+        if readme.contains(&format!("man/{page}")) {
+            linked += 1;
+        }
+    }
+    assert_eq!(
+        linked,
+        MAN_PAGES.len(),
+        "README.md must link to every page of man/"
+    );
+    for (at, _) in readme.match_indices("(man/") {
+        let rest = &readme[at + 1..];
+        let target = &rest[..rest.find(')').expect("a closing parenthesis")];
+        assert!(
+            workspace().join(target).is_file(),
+            "README.md links to {target}, which does not exist"
+        );
+    }
+}
+
+#[test]
+fn the_option_scanner_finds_long_options_and_nothing_else() {
+    let found = long_options("use --socket PATH, --log-level=x; not a--b or -- or ---x");
+    let expected: BTreeSet<String> = ["--socket", "--log-level"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    assert_eq!(found, expected);
+}
