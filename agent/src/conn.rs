@@ -70,6 +70,8 @@ pub struct Conn {
     pub read_again: bool,
     /// Closing, with a deadline for its last replies set.
     pub lingering: bool,
+    /// The peer shut its side down (or vanished): read until EOF.
+    pub eof_pending: bool,
     writable_registered: bool,
 }
 
@@ -87,6 +89,7 @@ impl Conn {
             dirty: false,
             read_again: false,
             lingering: false,
+            eof_pending: false,
             writable_registered: false,
         }
     }

@@ -441,6 +441,9 @@ impl EventLoop {
         // (shutdown(SHUT_WR), `socat` after its input ends) is not: the peer
         // may still be waiting for a LOCKED.
         let peer_gone = ev.is_write_closed() || ev.is_error();
+        if ev.is_read_closed() || peer_gone {
+            conn.eof_pending = true;
+        }
         if ev.is_readable() || ev.is_read_closed() || peer_gone {
             // A vanished peer sends nothing more, so what is left in the
             // socket is bounded: read it all, its requests still count
@@ -480,7 +483,15 @@ impl EventLoop {
                     conn.framer
                         .buffer_mut()
                         .extend_from_slice(&self.read_buf[..n]);
+                    // A short read emptied the socket, and bytes arriving
+                    // later raise a new edge: skip the read that would only
+                    // say EAGAIN. Not when an EOF is known to be there,
+                    // since that edge was already reported.
+                    let emptied = n < self.read_buf.len() && !conn.eof_pending;
                     self.process_lines(now, id);
+                    if emptied {
+                        return;
+                    }
                 }
                 ReadOutcome::WouldBlock => return,
                 ReadOutcome::Eof => {
@@ -550,8 +561,9 @@ impl EventLoop {
     fn reload_log_level(&self) {
         match self.log_source.reload() {
             Ok(Some(level)) => {
-                log::info!("SIGHUP: log level {level}");
+                // Set first: a raised level then shows its own announcement.
                 log::set_max_level(level);
+                log::info!("SIGHUP: log level {level}");
             }
             Ok(None) => log::info!("SIGHUP: RUST_LOG is set and decides the log level"),
             Err(e) => log::warn!("SIGHUP: {e}; log level unchanged"),

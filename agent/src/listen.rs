@@ -20,8 +20,13 @@ use crate::config::AgentConfig;
 #[derive(Debug)]
 pub struct SocketFile {
     path: PathBuf,
-    dev: u64,
-    ino: u64,
+    /// Device, inode and change time: an inode number alone may be reused
+    /// by a file created after ours was removed.
+    identity: (u64, u64, i64, i64),
+}
+
+fn identity(m: &fs::Metadata) -> (u64, u64, i64, i64) {
+    (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
 }
 
 impl SocketFile {
@@ -33,7 +38,7 @@ impl SocketFile {
     /// Removes the file if it is still ours.
     pub fn remove(&self) {
         match fs::symlink_metadata(&self.path) {
-            Ok(m) if m.dev() == self.dev && m.ino() == self.ino => {
+            Ok(m) if m.file_type().is_socket() && identity(&m) == self.identity => {
                 if let Err(e) = fs::remove_file(&self.path) {
                     log::warn!("cannot remove the socket {}: {e}", self.path.display());
                 }
@@ -90,8 +95,7 @@ pub fn bind(cfg: &AgentConfig) -> Result<(UnixListener, SocketFile), AgentError>
         listener,
         SocketFile {
             path: path.clone(),
-            dev: meta.dev(),
-            ino: meta.ino(),
+            identity: identity(&meta),
         },
     ))
 }
@@ -175,4 +179,60 @@ pub fn raise_nofile_limit() -> io::Result<(u64, u64)> {
         setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
     }
     Ok((soft, hard))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("snaplock-listen-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_missing_private_directory_is_created_owner_only() {
+        let base = scratch("create");
+        let dir = base.join("snaplock-test");
+        prepare_private_dir(&dir).unwrap();
+        let meta = fs::metadata(&dir).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.mode() & 0o777, 0o700);
+        prepare_private_dir(&dir).expect("an existing private directory is fine");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_private_directory_others_may_write_in_is_refused() {
+        let base = scratch("open");
+        let dir = base.join("snaplock-test");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, Permissions::from_mode(0o777)).unwrap();
+        let e = prepare_private_dir(&dir).unwrap_err().to_string();
+        assert!(e.contains("refusing the socket directory"), "{e}");
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_socket_is_bound_with_its_mode_and_removed_only_while_it_is_ours() {
+        let base = scratch("bind");
+        let mut cfg = AgentConfig::new(base.join("s.sock"));
+        cfg.socket_mode = 0o640;
+        let (listener, file) = bind(&cfg).unwrap();
+        assert_eq!(fs::metadata(file.path()).unwrap().mode() & 0o777, 0o640);
+        assert!(
+            matches!(bind(&cfg), Err(AgentError::AlreadyRunning(_))),
+            "a live listener is not stale"
+        );
+        drop(listener);
+        // Somebody else's file now sits at the path: it is left alone.
+        fs::remove_file(file.path()).unwrap();
+        fs::write(file.path(), "not ours").unwrap();
+        file.remove();
+        assert!(file.path().exists());
+        fs::remove_dir_all(&base).unwrap();
+    }
 }

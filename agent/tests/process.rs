@@ -1,0 +1,392 @@
+//! The `snaplockd` binary as a process: options, exit codes, signals,
+//! sd_notify, the socket file's life.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use common::{
+    Client, Daemon, TempDir, WAIT, assert_reply, deadline_in, snaplockd, start, wait_bounded,
+};
+
+fn run_to_end(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = snaplockd()
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("snaplockd runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn sigterm_stops_the_agent_with_exit_0_and_removes_the_socket() {
+    let dir = TempDir::new("term");
+    let daemon = Daemon::start(&dir.socket(), &["-n", "proc_test"], &[]);
+    let mut holder = Client::connect(&dir.socket());
+    assert_reply(
+        &holder.request("INFO"),
+        "STATUS",
+        &[("server_name", "proc_test")],
+    );
+    holder.request("LOCK object_name=held");
+    daemon.signal(Signal::SIGTERM);
+    assert_reply(
+        &holder.recv(),
+        "UNLOCKED",
+        &[("object_name", "held"), ("error", "lost")],
+    );
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!dir.socket().exists(), "the socket is removed");
+    assert!(stderr.contains("stopping (SIGTERM)"), "{stderr}");
+}
+
+#[test]
+fn sigint_stops_the_agent_too() {
+    let dir = TempDir::new("int");
+    let daemon = Daemon::start(&dir.socket(), &[], &[]);
+    daemon.signal(Signal::SIGINT);
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!dir.socket().exists());
+}
+
+#[test]
+fn sd_notify_gets_ready_then_stopping() {
+    let dir = TempDir::new("notify");
+    let notify_path = dir.path().join("notify");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(WAIT)).unwrap();
+    let daemon = Daemon::start(
+        &dir.socket(),
+        &[],
+        &[("NOTIFY_SOCKET", notify_path.to_str().unwrap())],
+    );
+    let mut buf = [0u8; 128];
+    let n = notify.recv(&mut buf).expect("READY=1 arrives");
+    assert_eq!(&buf[..n], b"READY=1");
+    daemon.signal(Signal::SIGTERM);
+    let n = notify.recv(&mut buf).expect("STOPPING=1 arrives");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn sighup_reloads_the_log_level_from_the_config_file() {
+    let dir = TempDir::new("hup");
+    let conf = dir.path().join("snaplock.conf");
+    std::fs::write(&conf, "log_level=warn\n").unwrap();
+    let daemon = Daemon::start(&dir.socket(), &["-c", conf.to_str().unwrap()], &[]);
+    std::fs::write(&conf, "log_level=debug\n").unwrap();
+    daemon.signal(Signal::SIGHUP);
+    // The reload is logged at its new level; the stop is logged at info,
+    // which warn would have hidden.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c = Client::connect(&dir.socket());
+    assert_reply(&c.request("LOCKSTATUS"), "LOCKREADY", &[]);
+    daemon.signal(Signal::SIGTERM);
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("serving as"),
+        "info was hidden at warn: {stderr}"
+    );
+    assert!(stderr.contains("SIGHUP: log level DEBUG"), "{stderr}");
+    assert!(stderr.contains("stopping (SIGTERM)"), "{stderr}");
+}
+
+#[test]
+fn a_live_agent_on_the_socket_makes_a_second_one_refuse_to_start() {
+    let (dir, agent) = start("live", |_| {});
+    let (code, _, stderr) = run_to_end(&["--socket", dir.socket().to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("snaplockd: error: another agent is listening on"),
+        "{stderr}"
+    );
+    let mut c = Client::connect(agent.socket());
+    assert_reply(&c.request("LOCKSTATUS"), "LOCKREADY", &[]);
+}
+
+#[test]
+fn a_stale_socket_nobody_answers_on_is_replaced() {
+    let dir = TempDir::new("stale");
+    drop(UnixListener::bind(dir.socket()).unwrap());
+    assert!(dir.socket().exists(), "a socket file with nobody behind it");
+    let daemon = Daemon::start(&dir.socket(), &[], &[]);
+    let mut c = Client::connect(&dir.socket());
+    assert_reply(&c.request("LOCKSTATUS"), "LOCKREADY", &[]);
+    daemon.signal(Signal::SIGTERM);
+    assert_eq!(daemon.wait().0, Some(0));
+}
+
+#[test]
+fn a_socket_path_that_is_not_a_socket_is_left_alone_and_refused() {
+    let dir = TempDir::new("notsock");
+    std::fs::write(dir.socket(), "precious").unwrap();
+    let (code, _, stderr) = run_to_end(&["--socket", dir.socket().to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("exists and is not a socket"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(dir.socket()).unwrap(), "precious");
+}
+
+#[test]
+fn the_socket_gets_the_configured_mode_and_group() {
+    let gid = nix::unistd::getgid().as_raw();
+    let (dir, agent) = start("mode", |cfg| {
+        cfg.socket_mode = 0o600;
+        cfg.socket_group = Some(gid);
+    });
+    let meta = std::fs::metadata(dir.socket()).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(meta.gid(), gid);
+    agent.stop().unwrap();
+    let (dir, _agent) = start("mode", |_| {});
+    let meta = std::fs::metadata(dir.socket()).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660, "default mode");
+}
+
+#[test]
+fn check_config_prints_nothing_and_exits_0_for_a_good_configuration() {
+    let dir = TempDir::new("check");
+    let conf = dir.path().join("snaplock.conf");
+    std::fs::write(&conf, "# test\nserver_name=checked\nmax_clients=10\n").unwrap();
+    let (code, stdout, stderr) =
+        run_to_end(&["--check-config", "-c", conf.to_str().unwrap(), "-p", "3"]);
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (Some(0), "", ""));
+    assert!(!dir.socket().exists(), "checking creates no socket");
+}
+
+#[test]
+fn configuration_errors_exit_2_with_a_message_naming_file_and_line() {
+    let dir = TempDir::new("badconf");
+    let conf = dir.path().join("snaplock.conf");
+    std::fs::write(&conf, "server_name=ok\nmax_line_length=12\n").unwrap();
+    let conf = conf.to_str().unwrap();
+    for args in [vec!["--check-config", "-c", conf], vec!["-c", conf]] {
+        let (code, _, stderr) = run_to_end(&args);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "snaplockd: error: {conf}:2: max_line_length=\"12\": must be an integer from 256 to 16777216 bytes"
+            )
+        );
+    }
+    std::fs::write(dir.path().join("snaplock.conf"), "bogus_key=1\n").unwrap();
+    let (code, _, stderr) = run_to_end(&["--check-config", "-c", conf]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with(&format!(
+            "snaplockd: error: {conf}:1: unknown key \"bogus_key\""
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_named_config_file_is_exit_2() {
+    let (code, _, stderr) = run_to_end(&["-c", "/nonexistent/snaplock.conf", "--check-config"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with(
+            "snaplockd: error: cannot read the configuration file /nonexistent/snaplock.conf"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_options_exit_2() {
+    for (args, wanted) in [
+        (vec!["--frobnicate"], "frobnicate"),
+        (
+            vec!["-p", "16"],
+            "--candidate-priority: candidate_priority=\"16\": must be from 1 to 15, or off",
+        ),
+        (
+            vec!["--log-level", "chatty"],
+            "--log-level: log_level=\"chatty\"",
+        ),
+        (
+            vec!["--listen", "nowhere"],
+            "--listen: listen=\"nowhere\": must be IP:PORT",
+        ),
+        (
+            vec!["-n", "bad-name", "--check-config"],
+            "--server-name: server_name=\"bad-name\"",
+        ),
+    ] {
+        let (code, _, stderr) = run_to_end(&args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("snaplockd: error: ") && stderr.contains(wanted),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn neighbors_other_than_itself_refuse_to_start() {
+    let dir = TempDir::new("neigh");
+    let sock = dir.socket();
+    let sock = sock.to_str().unwrap();
+    let (code, _, stderr) = run_to_end(&[
+        "--socket",
+        sock,
+        "--listen",
+        "127.0.0.1:4040",
+        "--neighbors",
+        "127.0.0.1:4040,127.0.0.1:4041",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("multi-computer clusters are not available in this version"),
+        "{stderr}"
+    );
+    assert!(!dir.socket().exists());
+    let (code, _, stderr) = run_to_end(&[
+        "--check-config",
+        "--socket",
+        sock,
+        "--listen",
+        "127.0.0.1:4040",
+        "--neighbors",
+        "127.0.0.1:4040",
+    ]);
+    assert_eq!(code, Some(0), "a cluster of itself is fine: {stderr}");
+}
+
+#[test]
+fn help_and_version_print_and_exit_0() {
+    let (code, stdout, _) = run_to_end(&["--help"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        stdout.contains("Usage: snaplockd") && stdout.contains("--check-config"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = run_to_end(&["-V"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        stdout.trim_end(),
+        format!("snaplockd {}", snaplock_proto::VERSION)
+    );
+}
+
+#[test]
+fn the_binary_serves_the_protocol_end_to_end() {
+    let dir = TempDir::new("e2e");
+    let daemon = Daemon::start(&dir.socket(), &["--log-level", "error"], &[]);
+    let mut a = Client::connect(&dir.socket());
+    let mut b = Client::connect(&dir.socket());
+    let first = a.request("LOCK object_name=e2e");
+    b.send(&format!(
+        "LOCK object_name=e2e;timeout={}",
+        deadline_in(5.0)
+    ));
+    b.assert_silent_for(Duration::from_millis(100));
+    drop(a);
+    let second = b.recv();
+    assert!(common::fence(&second) > common::fence(&first));
+    daemon.signal(Signal::SIGTERM);
+    let (code, stderr) = daemon.wait();
+    assert_eq!(
+        (code, stderr.as_str()),
+        (Some(0), ""),
+        "nothing logged at error level"
+    );
+}
+
+#[test]
+fn the_socket_environment_variable_is_used_when_no_socket_is_configured() {
+    let dir = TempDir::new("envsock");
+    let sock = dir.socket();
+    let child = snaplockd()
+        .env("SNAPLOCK_SOCKET", &sock)
+        .args(["-n", "env_test"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = common::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(start.elapsed() < WAIT, "no agent on $SNAPLOCK_SOCKET");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    let (code, stderr) = wait_bounded(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!sock.exists());
+}
+
+/// User plus system CPU time of a process, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn out_of_file_descriptors_the_agent_pauses_accepting_instead_of_spinning() {
+    let dir = TempDir::new("emfile");
+    let sock = dir.socket();
+    let child = std::process::Command::new("sh")
+        .args(["-c", "ulimit -n 64 && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_snaplockd"))
+        .args(["-n", "emfile", "--socket"])
+        .arg(&sock)
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let daemon = Daemon {
+        child: Some(child),
+        socket: sock.clone(),
+    };
+    let start_wait = common::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(start_wait.elapsed() < WAIT, "no agent");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut clients: Vec<Client> = (0..100).map(|_| Client::connect(&sock)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu_ticks(pid) - before;
+    assert!(
+        spent < 30,
+        "the agent used {spent} ticks of CPU in 1 s with connections it cannot accept"
+    );
+    let waiting = clients.split_off(70);
+    drop(clients);
+    for mut c in waiting {
+        assert_reply(&c.request("LOCKSTATUS"), "LOCKREADY", &[]);
+    }
+    daemon.signal(Signal::SIGTERM);
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+    let pauses = stderr.matches("pausing accepts").count();
+    assert!(
+        (1..=2).contains(&pauses),
+        "logged {pauses} times, rate-limited: {stderr}"
+    );
+}
