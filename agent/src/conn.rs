@@ -142,6 +142,15 @@ impl Conn {
         }
     }
 
+    /// Gives back a read buffer that a burst made large, once it is
+    /// (nearly) empty: ten thousand idle clients must not each keep one.
+    pub fn release_idle_memory(&mut self) {
+        let buf = self.framer.buffer_mut();
+        if buf.capacity() > KEEP_CAPACITY && buf.len() < KEEP_CAPACITY / 4 {
+            buf.shrink_to(buf.len().max(1024));
+        }
+    }
+
     /// Drops what is queued: the connection is being closed abruptly.
     pub fn discard_output(&mut self) {
         self.out = Vec::new();

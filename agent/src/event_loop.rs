@@ -238,9 +238,19 @@ impl EventLoop {
         if let Some(n) = &self.notifier {
             n.notify("READY=1");
         }
+        // A stop asked for before the waker existed woke nobody.
+        if self.handle.stop_requested() {
+            self.begin_stop(self.clock.now(), "stop requested");
+        }
         let mut events = Events::with_capacity(1024);
         let result = loop {
-            let timeout = self.timeout(self.clock.now());
+            let before = self.clock.now();
+            if let Some(deadline) = self.stop_deadline {
+                if self.conns.is_empty() || before.mono >= deadline {
+                    break Ok(());
+                }
+            }
+            let timeout = self.timeout(before);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -266,11 +276,6 @@ impl EventLoop {
             self.core.handle_timeout(now);
             self.drain();
             self.flush_and_close(now);
-            if let Some(deadline) = self.stop_deadline {
-                if self.conns.is_empty() || now.mono >= deadline {
-                    break Ok(());
-                }
-            }
         };
         if !self.conns.is_empty() {
             log::info!(
@@ -420,6 +425,7 @@ impl EventLoop {
             log::warn!("cannot watch a new client: {e}");
             return;
         }
+        log::debug!("client {id} connected: {cred:?}");
         self.conns.insert(id, conn);
         self.feed(
             now,
@@ -490,6 +496,9 @@ impl EventLoop {
                     let emptied = n < self.read_buf.len() && !conn.eof_pending;
                     self.process_lines(now, id);
                     if emptied {
+                        if let Some(conn) = self.conns.get_mut(&id) {
+                            conn.release_idle_memory();
+                        }
                         return;
                     }
                 }
@@ -674,6 +683,7 @@ impl EventLoop {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.stream);
+        log::debug!("client {id} closed");
         drop(conn);
         self.feed(
             now,

@@ -213,3 +213,19 @@ fn stopping_waits_at_most_about_a_second_for_clients_that_do_not_read() {
     assert!(!dir.socket().exists());
     drop(slow);
 }
+
+#[test]
+fn an_agent_asked_to_stop_before_it_runs_stops_at_once() {
+    let dir = common::TempDir::new("early");
+    let control = snaplock_agent::Control::in_process();
+    control.handle().stop();
+    let t0 = now();
+    snaplock_agent::run(snaplock_agent::AgentConfig::new(dir.socket()), control)
+        .expect("a clean stop");
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(!dir.socket().exists());
+}

@@ -114,6 +114,14 @@ fn a_live_agent_on_the_socket_makes_a_second_one_refuse_to_start() {
         stderr.contains("snaplockd: error: another agent is listening on"),
         "{stderr}"
     );
+    let in_process = snaplock_agent::spawn(snaplock_agent::AgentConfig::new(dir.socket()));
+    assert!(
+        matches!(
+            in_process,
+            Err(snaplock_agent::AgentError::AlreadyRunning(_))
+        ),
+        "spawn says why it could not start: {in_process:?}"
+    );
     let mut c = Client::connect(agent.socket());
     assert_reply(&c.request("LOCKSTATUS"), "LOCKREADY", &[]);
 }
