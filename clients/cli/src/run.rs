@@ -90,7 +90,7 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     let date_left = grant.timeout_date.micros_since(clock::wall());
 
     // Block the signals before the command exists, so none is missed; the
-    // command itself starts with an empty mask (std resets it on spawn).
+    // command itself starts with an empty mask (see `spawn`).
     let mut mask = SigSet::empty();
     for sig in [
         Signal::SIGCHLD,

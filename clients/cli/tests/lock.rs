@@ -12,6 +12,12 @@ use nix::sys::signal::{Signal, kill};
 
 const BOUND: Duration = Duration::from_secs(20);
 
+/// Sleeps up to 15 s in short foreground steps, so a trapped signal runs its
+/// trap within 50 ms. (With `sleep 30 & wait`, a `kill $!` in the trap can
+/// reach the forked child before it drops the shell's handler, and the
+/// sleep would outlive the test holding its output pipes.)
+const SLEEP_LOOP: &str = "i=0; while [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done";
+
 /// A `lock` run that holds `name` until `release` exists; returns once it
 /// holds the lock.
 fn hold(agent: &Agent, dir: &TempDir, name: &str) -> Running {
@@ -221,7 +227,7 @@ fn a_killed_agent_makes_the_cli_stop_the_command_and_exit_75() {
     let dir = TempDir::new("agentkill");
     let (ready, termed) = (dir.path("ready"), dir.path("termed"));
     let script = format!(
-        "trap 'touch \"{}\"; kill $! 2>/dev/null; exit 0' TERM; touch '{}'; sleep 30 & wait",
+        "trap 'touch \"{}\"; exit 0' TERM; touch '{}'; {SLEEP_LOOP}",
         termed.display(),
         ready.display()
     );
@@ -277,7 +283,7 @@ fn signals_to_the_cli_are_passed_to_the_command_and_the_lock_is_released() {
     let dir = TempDir::new("forward");
     let (ready, got) = (dir.path("ready"), dir.path("got"));
     let script = format!(
-        "trap 'echo TERM > \"{}\"; kill $! 2>/dev/null; exit 3' TERM; touch '{}'; sleep 30 & wait",
+        "trap 'echo TERM > \"{}\"; exit 3' TERM; touch '{}'; {SLEEP_LOOP}",
         got.display(),
         ready.display()
     );
@@ -323,7 +329,7 @@ fn a_stopping_agent_makes_the_cli_stop_the_command_and_exit_75() {
     let dir = TempDir::new("agentstop");
     let (ready, termed) = (dir.path("ready"), dir.path("termed"));
     let script = format!(
-        "trap 'touch \"{}\"; kill $! 2>/dev/null; exit 0' TERM; touch '{}'; sleep 30 & wait",
+        "trap 'touch \"{}\"; exit 0' TERM; touch '{}'; {SLEEP_LOOP}",
         termed.display(),
         ready.display()
     );
