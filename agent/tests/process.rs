@@ -398,3 +398,23 @@ fn out_of_file_descriptors_the_agent_pauses_accepting_instead_of_spinning() {
         "logged {pauses} times, rate-limited: {stderr}"
     );
 }
+
+#[test]
+fn a_client_that_stops_reading_mid_reply_does_not_kill_the_binary() {
+    let dir = TempDir::new("epipe");
+    let daemon = Daemon::start(&dir.socket(), &[], &[]);
+    for _ in 0..5 {
+        let mut c = Client::connect(&dir.socket());
+        assert_reply(&c.request("LOCKSTATUS"), "LOCKREADY", &[]);
+        // The agent's next writes to this client fail with EPIPE, which
+        // would be a SIGPIPE for a process that did not block it.
+        c.stream.shutdown(std::net::Shutdown::Read).unwrap();
+        std::io::Write::write_all(&mut c.stream, "INFO\n".repeat(1000).as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut witness = Client::connect(&dir.socket());
+    assert_reply(&witness.request("INFO"), "STATUS", &[("clients", "1")]);
+    daemon.signal(Signal::SIGTERM);
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+}
