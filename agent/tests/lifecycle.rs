@@ -195,14 +195,15 @@ impl WriteRaw for std::os::unix::net::UnixStream {
 
 #[test]
 fn stopping_waits_at_most_about_a_second_for_clients_that_do_not_read() {
-    let (dir, agent) = start("stopslow", |_| {});
+    let (dir, agent) = start("stopslow", |cfg| cfg.max_pending_output = 64 << 20);
     let mut slow = Client::connect(agent.socket());
-    // Replies far beyond what the socket buffers hold, never read.
-    let burst = "INFO\n".repeat(4000);
+    // About 2 MB of replies, far beyond what the socket buffers hold (and
+    // within max_pending_output), never read.
+    let burst = "INFO\n".repeat(10_000);
     std::io::Write::write_all(&mut slow.stream, burst.as_bytes()).unwrap();
     let mut probe = Client::connect(agent.socket());
     assert_reply(&probe.request("LOCKSTATUS"), "LOCKREADY", &[]);
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(300));
     let t0 = now();
     agent.stop().expect("a clean stop");
     let took = t0.elapsed();
