@@ -160,6 +160,12 @@ impl Table {
             Timer::Ticket(ticket.id, name.clone()),
         );
         let object = self.objects.entry(name.clone()).or_default();
+        if object.tickets.capacity() == 0 {
+            // Most objects only ever have one ticket: without this, the
+            // first push reserves room for four (a million held locks would
+            // spend some 500 MB on empty slots).
+            object.tickets.reserve_exact(1);
+        }
         let at = object
             .tickets
             .partition_point(|t| (t.number, &t.key) < (ticket.number, &ticket.key));
