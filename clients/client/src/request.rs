@@ -8,29 +8,7 @@ use snaplock_proto::wire::Message;
 
 use crate::Error;
 
-/// How a lock is shared (DESIGN §4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// READ/WRITE: alone.
-    #[default]
-    Exclusive,
-    /// READ-ONLY: with other shared holders, up to each one's `limit`.
-    Shared,
-}
-
-/// When an exclusive request lets later shared requests pass (DESIGN §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Keeps its place and blocks later shared requests.
-    Hard,
-    /// Later shared requests may pass it.
-    Soft,
-    /// Soft, and also waits until no shared lock was granted for `quiet`.
-    Timed {
-        /// The quiet period.
-        quiet: Duration,
-    },
-}
+pub use snaplock_proto::core::ticket::{Mode, Policy};
 
 /// The parameters of a `LOCK`; `None` leaves the agent's default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

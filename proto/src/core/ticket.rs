@@ -11,9 +11,10 @@ use std::time::Duration;
 use crate::time::Time;
 
 /// READ/WRITE (`exclusive`) or READ-ONLY (`shared`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// At most one holder, and no shared holder at the same time.
+    #[default]
     Exclusive,
     /// Any number of shared holders, up to every holder's own `limit`.
     Shared,
