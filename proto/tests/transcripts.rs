@@ -29,7 +29,7 @@
 //! ```
 //!
 //! In lines in and out, `{{0xNN}}` is the byte NN and `{{c*N}}` is the
-//! character c N times. Every output must be matched, in order, by the
+//! character c N times; trailing spaces are dropped (write `{{0x20}}`). Every output must be matched, in order, by the
 //! expectation lines that follow the input producing it, before the next
 //! input. `UPDATE_TRANSCRIPTS=1 cargo test -p snaplock-proto --test
 //! transcripts` rewrites the expectation lines from what the core does.
