@@ -192,7 +192,7 @@ impl Core {
         if queued >= self.config.max_tickets_per_object {
             let why = Refusal::new(
                 "overflow",
-                format!("more than {queued} requests on this object"),
+                format!("this object already has {queued} requests (max_tickets_per_object)"),
             );
             return self.refuse(client, &req.target, Some(&key), &why);
         }
@@ -312,6 +312,12 @@ impl Core {
         let t = &object.tickets[object.position(id).expect("found")];
         let key = t.key.clone();
         match t.state {
+            // A late shell may not have run the lease's timer yet: the lease
+            // ended all the same, and that timer will say so.
+            State::Held { lease_end, .. } if lease_end <= now.mono => {
+                let why = Refusal::new("timedout", "the lease already ended");
+                self.refuse(client, &target, Some(&key), &why);
+            }
             State::Held { fence, .. } => {
                 let lease_end = now.mono + duration;
                 self.table

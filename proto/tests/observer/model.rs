@@ -531,7 +531,10 @@ impl Driver {
             (Expect::Extend(Found::Req(target), d), command, error) => {
                 let r = self.req(target, msg)?;
                 match (r.state, command, error) {
-                    (State::Held { fence, .. }, "LOCKED", None) => {
+                    // A lease that ended is not extended, even before a
+                    // late shell told its holder so.
+                    (State::Held { until, .. }, "LOCKFAILED", Some("timedout")) if until <= t => {}
+                    (State::Held { fence, until }, "LOCKED", None) if until > t => {
                         let same = msg.get_str("fence").and_then(|f| f.parse().ok()) == Some(fence);
                         if !same || parse_wall(msg.get_str("timeout_date"))? != t + d {
                             return Err(format!(
