@@ -254,6 +254,15 @@ impl Core {
             None => {
                 let mut own = object.tickets.iter().filter(|t| t.owner == Some(client));
                 let first = own.next();
+                let uid = self.clients.get(&client).and_then(|c| c.cred.uid);
+                if first.is_none() && object.tickets.iter().any(|t| t.detach && t.uid == uid) {
+                    // Answering "UNLOCKED" here would let a script believe
+                    // it released a detached lock that it did not name.
+                    return Err(Refusal::new(
+                        "invalid",
+                        "a detached lock is named by the pid it was taken with: give pid",
+                    ));
+                }
                 if own.next().is_some() {
                     return Err(Refusal::new(
                         "invalid",

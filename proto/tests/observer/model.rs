@@ -231,8 +231,9 @@ impl Driver {
     }
 
     /// DESIGN §3.2: with pid, the request of that key; without, the
-    /// sender's own request on the object. Another connection may only
-    /// touch a detached request of the same uid.
+    /// sender's own request on the object (refused as ambiguous when the
+    /// sender has none but a detached one of its uid is there). Another
+    /// connection may only touch a detached request of the same uid.
     fn resolve(&self, sender: u64, object: usize, pid: Option<u32>) -> Found {
         let on_object = || {
             self.reqs
@@ -257,7 +258,10 @@ impl Driver {
                     .filter(|(_, r)| r.owner_open && r.client == sender)
                     .map(|(&tag, _)| tag)
                     .collect();
+                let uid = self.clients[&sender].uid;
                 match own[..] {
+                    // A detached request is named by its pid, never guessed.
+                    [] if on_object().any(|(_, r)| r.detach && r.uid == uid) => Found::Ambiguous,
                     [] => Found::Nothing,
                     [tag] => Found::Req(tag),
                     _ => Found::Ambiguous,
