@@ -4,6 +4,7 @@
 #
 #   bench/compare.sh                 all four workloads, 10 s x 3 reps each
 #   DURATION=3 REPS=1 bench/compare.sh
+#   AGENT_ARGS="-c my.conf" bench/compare.sh      extra snaplockd options
 #
 # It builds snaplockd (release) and lockgen (into target/lockgen), starts
 # snaplockd on a socket in a temporary directory, runs compare.sh (which
@@ -34,7 +35,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-target/release/snaplockd --socket "$work/snaplock.sock" --log-level warn &
+target/release/snaplockd --socket "$work/snaplock.sock" --log-level warn ${AGENT_ARGS:-} &
 agent_pid=$!
 for _ in $(seq 100); do [ -S "$work/snaplock.sock" ] && break; sleep 0.05; done
 [ -S "$work/snaplock.sock" ] || { echo "bench/compare.sh: snaplockd did not start" >&2; exit 1; }

@@ -36,6 +36,7 @@ pub const KEYS: &[&str] = &[
     "max_tickets",
     "max_line_length",
     "max_pending_output",
+    "busy_poll",
     "log_level",
 ];
 
@@ -46,6 +47,8 @@ pub const PENDING_OUTPUT_RANGE: (usize, usize) = (64 << 10, 1 << 30);
 const MAX_CLIENTS_RANGE: (usize, usize) = (1, 1_000_000);
 const MAX_TICKETS_PER_OBJECT_RANGE: (usize, usize) = (1, 1_000_000);
 const MAX_TICKETS_RANGE: (usize, usize) = (1, 100_000_000);
+/// The range of `busy_poll`, in microseconds.
+pub const BUSY_POLL_RANGE: (usize, usize) = (0, 1000);
 
 /// A configuration that cannot be used; the message says where and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +119,8 @@ pub struct Settings {
     pub max_line_length: Option<usize>,
     /// `max_pending_output`.
     pub max_pending_output: Option<usize>,
+    /// `busy_poll`, in microseconds.
+    pub busy_poll: Option<usize>,
     /// `log_level`.
     pub log_level: Option<LevelFilter>,
 }
@@ -195,6 +200,10 @@ impl Settings {
                 self.max_pending_output =
                     Some(number(value, PENDING_OUTPUT_RANGE, " bytes").map_err(|w| bad(&w))?);
             }
+            "busy_poll" => {
+                self.busy_poll =
+                    Some(number(value, BUSY_POLL_RANGE, " microseconds").map_err(|w| bad(&w))?);
+            }
             "log_level" => {
                 self.log_level = Some(
                     parse_log_level(value)
@@ -222,6 +231,7 @@ impl Settings {
             max_tickets: over.max_tickets.or(self.max_tickets),
             max_line_length: over.max_line_length.or(self.max_line_length),
             max_pending_output: over.max_pending_output.or(self.max_pending_output),
+            busy_poll: over.busy_poll.or(self.busy_poll),
             log_level: over.log_level.or(self.log_level),
         }
     }
@@ -391,6 +401,9 @@ pub struct AgentConfig {
     pub max_line_length: usize,
     /// Unsent reply bytes a client may have before it is closed.
     pub max_pending_output: usize,
+    /// How long the loop keeps polling without sleeping after it served
+    /// something (0: it sleeps at once).
+    pub busy_poll: std::time::Duration,
     /// The log level at start.
     pub log_level: LevelFilter,
     /// Where the log level comes from on `SIGHUP`.
@@ -415,6 +428,7 @@ impl AgentConfig {
             secret_file: None,
             max_line_length: 65_536,
             max_pending_output: 4 << 20,
+            busy_poll: std::time::Duration::ZERO,
             log_level: LevelFilter::Info,
             log_source: LogSource::default(),
             notify_socket: None,
@@ -531,6 +545,9 @@ pub fn build(
         secret_file: s.secret_file,
         max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
         max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
+        busy_poll: s.busy_poll.map_or(defaults.busy_poll, |us| {
+            std::time::Duration::from_micros(us as u64)
+        }),
         log_level: s.log_level.unwrap_or(defaults.log_level),
         log_source,
         notify_socket: env.notify_socket.clone(),

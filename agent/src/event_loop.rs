@@ -141,6 +141,9 @@ pub(crate) struct EventLoop {
     max_line: usize,
     max_pending: usize,
     stop_deadline: Option<Time>,
+    /// `busy_poll`, and when the loop last had an event.
+    busy_poll: Duration,
+    last_busy: Option<Time>,
 }
 
 impl EventLoop {
@@ -228,6 +231,8 @@ impl EventLoop {
             max_line: cfg.max_line_length,
             max_pending: cfg.max_pending_output,
             stop_deadline: None,
+            busy_poll: cfg.busy_poll,
+            last_busy: None,
         })
     }
 
@@ -261,6 +266,9 @@ impl EventLoop {
                 });
             }
             let now = self.clock.now();
+            if !events.is_empty() {
+                self.last_busy = Some(now.mono);
+            }
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept(now),
@@ -291,6 +299,14 @@ impl EventLoop {
     /// to the millisecond so a timer is never polled for just before it is due.
     fn timeout(&self, now: Now) -> Option<Duration> {
         if !self.read_again.is_empty() || self.accept_again {
+            return Some(Duration::ZERO);
+        }
+        // `busy_poll`: right after serving, poll without sleeping for a
+        // while, so a client's next request is read without a wake-up.
+        if self
+            .last_busy
+            .is_some_and(|busy| now.mono < busy + self.busy_poll)
+        {
             return Some(Duration::ZERO);
         }
         let shell = [

@@ -418,3 +418,40 @@ fn a_client_that_stops_reading_mid_reply_does_not_kill_the_binary() {
     let (code, stderr) = daemon.wait();
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+#[test]
+fn busy_poll_serves_and_then_lets_the_agent_sleep() {
+    let dir = TempDir::new("busypoll");
+    let conf = dir.path().join("busy.conf");
+    std::fs::write(&conf, "busy_poll=1000\n").unwrap();
+    let conf = conf.to_str().unwrap().to_owned();
+    let daemon = Daemon::start(&dir.socket(), &["-c", &conf], &[]);
+    let pid = daemon.pid().as_raw() as u32;
+    let mut c = Client::connect(&dir.socket());
+    for i in 0..200 {
+        let name = format!("busy{i}");
+        assert_reply(
+            &c.request(&format!("LOCK object_name={name}")),
+            "LOCKED",
+            &[],
+        );
+        assert_reply(
+            &c.request(&format!("UNLOCK object_name={name}")),
+            "UNLOCKED",
+            &[],
+        );
+    }
+    // Polling stops a millisecond after the last request: an idle second
+    // costs next to no CPU (a spinning loop would use about 100 ticks).
+    std::thread::sleep(Duration::from_millis(100));
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    let spent = cpu_ticks(pid) - before;
+    assert!(
+        spent < 10,
+        "an idle agent with busy_poll used {spent} ticks in 1 s"
+    );
+    daemon.signal(Signal::SIGTERM);
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+}

@@ -36,6 +36,7 @@ max_tickets_per_object=10
 max_tickets=1000
 max_line_length=256
 max_pending_output=65536
+busy_poll=50
 log_level=debug
 ";
     let s = parse_text("f", text).unwrap();
@@ -51,12 +52,14 @@ log_level=debug
     assert_eq!(s.max_tickets, Some(1000));
     assert_eq!(s.max_line_length, Some(256));
     assert_eq!(s.max_pending_output, Some(65536));
+    assert_eq!(s.busy_poll, Some(50));
     assert_eq!(s.log_level, Some(LevelFilter::Debug));
     let cfg = build(s, Settings::default(), &env(), LogSource::default()).unwrap();
     assert_eq!(cfg.core.server_name, "alpha_1");
     assert_eq!(cfg.core.max_clients, 100);
     assert_eq!(cfg.core.max_tickets_per_object, 10);
     assert_eq!(cfg.core.max_tickets, 1000);
+    assert_eq!(cfg.busy_poll, std::time::Duration::from_micros(50));
     assert_eq!(cfg.socket_group, Some(0));
     assert_eq!(cfg.candidate_priority, Priority::Off);
 }
@@ -130,6 +133,10 @@ fn a_bad_value_names_the_key_and_the_allowed_range() {
         (
             "max_pending_output=10",
             "max_pending_output=\"10\": must be an integer from 65536 to 1073741824 bytes",
+        ),
+        (
+            "busy_poll=1001",
+            "busy_poll=\"1001\": must be an integer from 0 to 1000 microseconds",
         ),
         (
             "candidate_priority=0",
