@@ -16,6 +16,7 @@ const MAN_PAGES: &[&str] = &[
     "snaplock-cli.1",
     "snaplock.conf.5",
     "snaplock.7",
+    "libsnaplock.3",
 ];
 
 fn workspace() -> PathBuf {
@@ -494,6 +495,123 @@ fn every_man_page_the_readme_links_to_exists() {
             "README.md links to {target}, which does not exist"
         );
     }
+}
+
+/// The names of the functions `include/snaplock.h` declares: every
+/// `snaplock_name(` outside a comment.
+fn header_functions() -> BTreeSet<String> {
+    let header = read("clients/libsnaplock/include/snaplock.h");
+    let mut found = BTreeSet::new();
+    for line in header.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") || line.starts_with("/*") || line.starts_with('*') {
+            continue;
+        }
+        for (at, _) in line.match_indices("snaplock_") {
+            let rest = &line[at..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            let before_ok = at == 0 || matches!(line.as_bytes()[at - 1], b' ' | b'*');
+            if before_ok && rest[end..].starts_with('(') {
+                found.insert(rest[..end].to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// The `SNAPLOCK_<prefix>*` constants `include/snaplock.h` defines as enum
+/// variants (`  NAME = value,`).
+fn header_variants(prefix: &str) -> BTreeSet<String> {
+    read("clients/libsnaplock/include/snaplock.h")
+        .lines()
+        .filter_map(|l| l.trim().split_once(" = "))
+        .map(|(name, _)| name)
+        .filter(|name| name.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_function_of_snaplock_h_is_documented_in_libsnaplock_3_and_no_other() {
+    let functions = header_functions();
+    assert!(
+        functions.len() >= 14,
+        "snaplock.h declares only {functions:?}"
+    );
+    let page = man_text("libsnaplock.3");
+    let synopsis = man_section(&page, "SYNOPSIS");
+    for f in &functions {
+        assert!(
+            synopsis.contains(&format!("{f}(")),
+            "the SYNOPSIS of man/libsnaplock.3 does not declare {f}"
+        );
+        assert!(
+            page.lines().any(|l| l == format!(".SS {f}")),
+            "man/libsnaplock.3 has no section .SS {f}"
+        );
+    }
+    let sections: BTreeSet<String> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix(".SS snaplock_"))
+        .map(|name| format!("snaplock_{name}"))
+        .collect();
+    let stale: Vec<_> = sections.difference(&functions).collect();
+    assert!(
+        stale.is_empty(),
+        "man/libsnaplock.3 documents {stale:?}, which snaplock.h does not declare"
+    );
+}
+
+#[test]
+fn every_result_event_kind_and_policy_of_snaplock_h_is_described_in_libsnaplock_3() {
+    let page = man_text("libsnaplock.3");
+    let results = header_variants("SNAPLOCK_RESULT_");
+    assert!(results.len() >= 16, "snaplock.h has only {results:?}");
+    let section = man_section(&page, "RESULTS");
+    let mut lines = section.lines();
+    let mut described = BTreeSet::new();
+    while let Some(line) = lines.next() {
+        if line.starts_with(".TP") {
+            if let Some(name) = lines.next().and_then(|l| l.strip_prefix(".B ")) {
+                described.insert(name.to_owned());
+            }
+        }
+    }
+    assert_eq!(
+        results, described,
+        "results in snaplock.h vs. described in the RESULTS section of man/libsnaplock.3"
+    );
+    let types = man_section(&page, "TYPES");
+    for name in header_variants("SNAPLOCK_EVENT_KIND_")
+        .into_iter()
+        .chain(header_variants("SNAPLOCK_POLICY_"))
+    {
+        assert!(
+            types.contains(&format!(".B {name}\n")),
+            "the TYPES section of man/libsnaplock.3 does not describe {name}"
+        );
+    }
+}
+
+#[test]
+fn libsnaplock_3_passes_mandoc_lint_when_mandoc_is_installed() {
+    let path = workspace().join("man/libsnaplock.3");
+    let out = match Command::new("mandoc")
+        .args(["-Tlint", "-W", "warning"])
+        .arg(&path)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => panic!("cannot run mandoc: {e}"),
+    };
+    let warnings = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && warnings.is_empty(),
+        "mandoc -Tlint on man/libsnaplock.3:\n{warnings}"
+    );
 }
 
 #[test]
