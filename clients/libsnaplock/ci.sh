@@ -58,7 +58,8 @@ have_cbindgen() {
 }
 if ! have_cbindgen && [ "${INSTALL_CBINDGEN:-0}" = 1 ]; then
     step "installing cbindgen $CBINDGEN_VERSION"
-    timeout 900 cargo install cbindgen --locked --version "$CBINDGEN_VERSION" \
+    # A tool, not project code: built without the caller's RUSTFLAGS.
+    timeout 900 env -u RUSTFLAGS cargo install cbindgen --locked --version "$CBINDGEN_VERSION" \
         || fail "cargo install cbindgen $CBINDGEN_VERSION"
     PATH=${CARGO_HOME:-$HOME/.cargo}/bin:$PATH
 fi
