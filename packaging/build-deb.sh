@@ -19,6 +19,8 @@
 # dpkg-buildpackage wants debian/ at the top of the source tree, so the
 # sources (the files git tracks, plus new ones it does not ignore) are
 # copied with packaging/debian/ into OUTPUT_DIR/build/snaplock-VERSION.
+# cargo's target directory stays in OUTPUT_DIR/build/cargo-target, so
+# that the next build only recompiles what changed.
 # The Rust toolchain comes from rustup on Debian 12 (whose rustc is older
 # than the workspace's rust-version), which dpkg's build-dependency check
 # cannot see: this script checks the tools itself and passes -d.
