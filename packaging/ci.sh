@@ -52,6 +52,8 @@ say "tools"
 need=()
 command -v lintian >/dev/null || need+=(lintian)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# The package snaplock depends on it (its postinst creates the system user).
+command -v adduser >/dev/null || need+=(adduser)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 if [ ${#need[@]} -gt 0 ]; then
     timeout 600 apt-get update -qq
