@@ -401,12 +401,12 @@ impl Core {
                 }
                 // DESIGN §3.2: the lock stays held `unlock_duration` after
                 // the holder is told, so it has that long to acknowledge.
-                let release_at = now.mono + grace;
-                if release_at <= now.mono {
+                if grace.is_zero() {
                     let t = self.table.remove(name, id).expect("ticket exists");
                     self.forget_ticket(&t);
                     self.grant_what_may_be(now, name);
                 } else {
+                    let release_at = now.mono + grace;
                     self.table
                         .set_state(name, id, State::Expired { fence, release_at });
                 }

@@ -202,7 +202,7 @@ impl Table {
         }
     }
 
-    /// The tickets of `name` that may be granted now (positions), given
+    /// The tickets of `name` that may be granted now, given
     /// [`who_may_hold`]; arms a recheck timer when time alone may change it.
     pub fn grantable(&mut self, name: &ObjectName, now: Time) -> Vec<TicketId> {
         let Some(object) = self.objects.get(name) else {
