@@ -376,6 +376,8 @@ impl EventLoop {
                         self.dirty.push(id);
                     }
                 }
+                // No peer link exists yet: nothing to send on.
+                Output::PeerSend { .. } | Output::PeerClose { .. } => {}
             }
         }
     }

@@ -30,13 +30,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod core;
 pub mod paths;
 pub mod time;
 pub mod wire;
 
 pub use crate::core::{
-    ClientId, Config, Core, Credentials, Input, InputError, Malformed, Output, Status,
+    ClientId, ClusterConfig, Config, Core, Credentials, Input, InputError, Malformed, Output,
+    PeerId, Status,
 };
 pub use crate::time::{Now, Time, UnixTime};
 

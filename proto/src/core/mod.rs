@@ -12,9 +12,11 @@ pub mod ticket;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::net::SocketAddr;
 
 pub use request::Defaults;
 
+pub use crate::cluster::{ClusterConfig, PeerId};
 use crate::time::{Now, Time};
 use crate::wire::{Message, ParseError};
 use table::{State, Table, Timer};
@@ -55,6 +57,8 @@ pub struct Config {
     pub defaults: Defaults,
     /// Largest `TICKETLIST` reply, in bytes of text; the rest is summarized.
     pub max_list_bytes: usize,
+    /// The cluster this computer belongs to (none: a one-computer cluster).
+    pub cluster: ClusterConfig,
 }
 
 impl Default for Config {
@@ -66,6 +70,7 @@ impl Default for Config {
             max_tickets: 2_000_000,
             defaults: Defaults::default(),
             max_list_bytes: 1 << 20,
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -89,7 +94,7 @@ impl Config {
         if self.max_tickets == 0 {
             return Err("max_tickets must be at least 1".to_owned());
         }
-        Ok(())
+        self.cluster.validate()
     }
 }
 
@@ -134,6 +139,29 @@ pub enum Input {
         /// Who is gone.
         client: ClientId,
     },
+    /// A link to another computer passed its handshake (the shell checked
+    /// version, cluster name, secret and that `name` is not connected yet).
+    PeerUp {
+        /// The link's number.
+        peer: PeerId,
+        /// The other computer's `server_name`.
+        name: String,
+        /// The other computer's `listen` address, as it announced it.
+        addr: SocketAddr,
+    },
+    /// A message arrived on a link that is up.
+    PeerMessage {
+        /// The link.
+        peer: PeerId,
+        /// The message.
+        msg: Message,
+    },
+    /// A link that was up is closed (by either side, or by the shell after
+    /// [`Output::PeerClose`]).
+    PeerDown {
+        /// The link.
+        peer: PeerId,
+    },
 }
 
 /// What the core asks the shell to do.
@@ -152,6 +180,19 @@ pub enum Output {
         /// Whom.
         client: ClientId,
     },
+    /// Send `msg` on link `peer` (dropped if the link is down by then).
+    PeerSend {
+        /// The link.
+        peer: PeerId,
+        /// What.
+        msg: Message,
+    },
+    /// Close link `peer` (dead, or it broke the protocol); the shell dials
+    /// again later as usual and reports [`Input::PeerDown`].
+    PeerClose {
+        /// The link.
+        peer: PeerId,
+    },
 }
 
 /// A call the shell should not have made; the state is unchanged.
@@ -163,6 +204,10 @@ pub enum InputError {
     ClientAlreadyOpen(ClientId),
     /// Time went backwards.
     TimeWentBack,
+    /// The link is not up (never up, or already down).
+    UnknownPeer(PeerId),
+    /// `PeerUp` for a link that is already up.
+    PeerAlreadyUp(PeerId),
 }
 
 impl fmt::Display for InputError {
@@ -171,6 +216,8 @@ impl fmt::Display for InputError {
             InputError::UnknownClient(c) => write!(f, "{c} is not open"),
             InputError::ClientAlreadyOpen(c) => write!(f, "{c} is already open"),
             InputError::TimeWentBack => f.write_str("monotonic time went backwards"),
+            InputError::UnknownPeer(p) => write!(f, "{p} is not up"),
+            InputError::PeerAlreadyUp(p) => write!(f, "{p} is already up"),
         }
     }
 }
@@ -238,6 +285,7 @@ impl Core {
                 error,
             } => self.client_malformed(client, &line, &error),
             Input::ClientClosed { client } => self.client_closed(now, client),
+            Input::PeerUp { .. } | Input::PeerMessage { .. } | Input::PeerDown { .. } => Ok(()),
         }
     }
 

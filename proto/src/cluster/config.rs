@@ -1,0 +1,118 @@
+//! The cluster part of the core's configuration.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How this computer takes part in a cluster (DESIGN §5).
+///
+/// With no `listen` address, or with `members` naming this computer alone,
+/// the core is a one-computer cluster: its own and only leader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// This computer's TCP address for peers (`listen=`).
+    pub listen: Option<SocketAddr>,
+    /// Every computer of the cluster by its `listen` address (`neighbors=`);
+    /// this computer's own address may be listed or not.
+    pub neighbors: Vec<SocketAddr>,
+    /// 1 (most wanted) ..= 14 (least); `None` is `off`: never a leader.
+    pub candidate_priority: Option<u8>,
+    /// Seeds the core's random numbers (the random part of its id).
+    pub seed: u64,
+    /// The agent's process id, for its id (`PP|RANDOM|ADDRESS|PID|NAME`).
+    pub pid: u32,
+    /// Largest clock *rate* error assumed between any two computers, in
+    /// parts per million (10,000 = 1 %).
+    pub drift_ppm: u32,
+    /// How often every link is pinged.
+    pub ping_interval: Duration,
+    /// A peer silent this long is taken for dead and its link closed; a
+    /// leader that has not heard a quorum within it stops acting.
+    pub peer_timeout: Duration,
+    /// An agent that cannot reach a majority of acting leaders for this
+    /// long revokes its clients' locks (`UNLOCKED error=lost`).
+    pub grace: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> ClusterConfig {
+        ClusterConfig {
+            listen: None,
+            neighbors: Vec::new(),
+            candidate_priority: Some(14),
+            seed: 0,
+            pid: 0,
+            drift_ppm: 10_000,
+            ping_interval: Duration::from_millis(250),
+            peer_timeout: Duration::from_secs(2),
+            grace: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// The cluster's computers, this one included, in address order,
+    /// without duplicates.
+    pub fn members(&self) -> Vec<SocketAddr> {
+        let mut all: Vec<SocketAddr> = self.neighbors.clone();
+        all.extend(self.listen);
+        all.sort_by_key(|a| addr_key(*a));
+        all.dedup();
+        all
+    }
+
+    /// Whether more than one computer takes part.
+    pub fn is_multi(&self) -> bool {
+        self.listen.is_some() && self.members().len() > 1
+    }
+
+    /// Checks every value; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(p) = self.candidate_priority {
+            if !(1..=14).contains(&p) {
+                return Err(format!("candidate_priority {p}: must be 1..14 or off"));
+            }
+        }
+        if self.drift_ppm >= 100_000 {
+            return Err("clock_drift must be under 10%".to_owned());
+        }
+        if self.listen.is_none() && self.neighbors.len() > 1 {
+            return Err("neighbors names other computers but there is no listen address".to_owned());
+        }
+        if self.ping_interval.is_zero() || self.ping_interval * 2 > self.peer_timeout {
+            return Err("peer timeout must be at least two ping intervals".to_owned());
+        }
+        if self.grace < self.peer_timeout {
+            return Err("grace must be at least the peer timeout".to_owned());
+        }
+        Ok(())
+    }
+
+    /// `d` stretched by the drift bound both ways: a span measured as `d`
+    /// on a clock running slow by ρ can last `d (1+ρ)/(1-ρ)` on another
+    /// running fast by ρ. Rounded up.
+    pub fn stretch(&self, d: Duration) -> Duration {
+        let rho = u128::from(self.drift_ppm);
+        let million = 1_000_000u128;
+        let micros = d.as_micros() * (million + rho);
+        let micros = micros.div_ceil(million - rho);
+        Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
+    }
+
+    /// The lock-delay: how long after a new epoch starts without the state
+    /// of a majority of the previous leaders every agent that did not
+    /// report has certainly revoked its clients' locks (see snaplock(7)).
+    pub fn lock_delay(&self) -> Duration {
+        let leaders_stop = self.stretch(self.peer_timeout);
+        let agents_revoke = self.stretch(self.grace);
+        self.stretch(leaders_stop + agents_revoke) + self.ping_interval
+    }
+}
+
+/// Addresses compared as numbers (IP octets, then port), never as text
+/// (the original compared strings: "10.0.0.10" < "10.0.0.2", B20).
+pub fn addr_key(a: SocketAddr) -> (u8, [u8; 16], u16) {
+    match a {
+        SocketAddr::V4(v4) => (4, v4.ip().to_ipv6_mapped().octets(), v4.port()),
+        SocketAddr::V6(v6) => (6, v6.ip().octets(), v6.port()),
+    }
+}
