@@ -31,6 +31,27 @@ pub struct ClusterConfig {
     /// An agent that cannot reach a majority of acting leaders for this
     /// long revokes its clients' locks (`UNLOCKED error=lost`).
     pub grace: Duration,
+    /// A deliberate bug, for tests that prove the simulator catches it.
+    #[doc(hidden)]
+    pub plant: Plant,
+}
+
+/// Deliberate bugs the simulator's tests plant to prove its checks work.
+/// Never set outside those tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Plant {
+    /// No bug.
+    #[default]
+    None,
+    /// The owner grants on the first answer, even a refusal (B17-like).
+    SkipSameMajority,
+    /// A new epoch without a majority's state skips the lock-delay.
+    SkipLockDelay,
+    /// The owner draws the previous fence again.
+    ReuseFence,
+    /// A follower votes whatever it already voted for.
+    DoubleVote,
 }
 
 impl Default for ClusterConfig {
@@ -45,6 +66,7 @@ impl Default for ClusterConfig {
             ping_interval: Duration::from_millis(250),
             peer_timeout: Duration::from_secs(2),
             grace: Duration::from_secs(5),
+            plant: Plant::None,
         }
     }
 }

@@ -7,7 +7,7 @@ pub mod config;
 
 use std::fmt;
 
-pub use config::ClusterConfig;
+pub use config::{ClusterConfig, Plant};
 
 /// A link to another computer, numbered by the shell; never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
