@@ -14,7 +14,7 @@ pub struct ClusterConfig {
     /// Every computer of the cluster by its `listen` address (`neighbors=`);
     /// this computer's own address may be listed or not.
     pub neighbors: Vec<SocketAddr>,
-    /// 1 (most wanted) ..= 14 (least); `None` is `off`: never a leader.
+    /// 1 (most wanted) ..= 15 (least); `None` is `off`: never a leader.
     pub candidate_priority: Option<u8>,
     /// Seeds the core's random numbers (the random part of its id).
     pub seed: u64,
@@ -90,8 +90,8 @@ impl ClusterConfig {
     /// Checks every value; the error names the key.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(p) = self.candidate_priority {
-            if !(1..=14).contains(&p) {
-                return Err(format!("candidate_priority {p}: must be 1..14 or off"));
+            if !(1..=15).contains(&p) {
+                return Err(format!("candidate_priority {p}: must be 1..15 or off"));
             }
         }
         if self.drift_ppm >= 100_000 {
