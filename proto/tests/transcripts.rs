@@ -60,6 +60,8 @@ fn render_output(out: &Output) -> String {
             format!("{}< {}", client.0, render_bytes(&line))
         }
         Output::Close { client } => format!("close {}", client.0),
+        // One computer: there are no peers.
+        Output::PeerSend { peer, .. } | Output::PeerClose { peer } => format!("peer {}", peer.0),
     }
 }
 

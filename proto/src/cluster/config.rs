@@ -98,7 +98,9 @@ impl ClusterConfig {
             return Err("clock_drift must be under 10%".to_owned());
         }
         if self.listen.is_none() && self.neighbors.len() > 1 {
-            return Err("neighbors names other computers but there is no listen address".to_owned());
+            return Err(
+                "neighbors names other computers but there is no listen address".to_owned(),
+            );
         }
         if self.ping_interval.is_zero() || self.ping_interval * 2 > self.peer_timeout {
             return Err("peer timeout must be at least two ping intervals".to_owned());

@@ -1,13 +1,31 @@
-//! The cluster: peer links, membership, elections, epochs, the lock
-//! protocol between leaders, and the handover between epochs.
+//! The cluster: membership, liveness, elections, epochs, the lock protocol
+//! between leaders, and the handover from one epoch to the next.
 //!
 //! The design and the argument for its safety are in `docs/cluster.md`.
+//! The shell owns the links (dialing, handshake, framing); this module sees
+//! a link once it is up and speaks the lock protocol over it.
 
 pub mod config;
+mod election;
+mod handover;
+mod home;
+pub(crate) mod ids;
+mod leader;
+mod links;
+pub(crate) mod wire;
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 pub use config::{ClusterConfig, Plant};
+
+use crate::core::table::{ObjectName, TicketId};
+use crate::time::{Now, Time};
+use handover::Collect;
+use leader::Leading;
+use links::Link;
 
 /// A link to another computer, numbered by the shell; never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -16,5 +34,164 @@ pub struct PeerId(pub u64);
 impl fmt::Display for PeerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "peer {}", self.0)
+    }
+}
+
+/// An agent's id, `PP|RANDOM|ADDRESS|PID|NAME`.
+pub(crate) type Id = Arc<str>;
+
+/// The latest ping a peer answered.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Contact {
+    /// When the answered ping was sent (local monotonic time).
+    pub sent: Time,
+    /// The epoch the peer answered in.
+    pub epoch: u64,
+    /// Send time of the latest ping it answered as an acting leader of
+    /// that epoch.
+    pub active_sent: Option<Time>,
+}
+
+/// A waiting request of this agent's clients, as sent to its owner.
+#[derive(Clone, Debug)]
+pub(crate) struct Submitted {
+    pub object: ObjectName,
+    pub epoch: u64,
+    pub at: Time,
+}
+
+/// The cluster part of a core.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    pub cfg: ClusterConfig,
+    /// More than one member: otherwise the core decides alone.
+    pub multi: bool,
+    pub me: Id,
+    pub name: String,
+    pub addr: Option<SocketAddr>,
+    pub members: Vec<SocketAddr>,
+    pub quorum: usize,
+    pub start_wall_us: u64,
+    pub links: BTreeMap<PeerId, Link>,
+    /// Current epoch and its leaders (ids, in order).
+    pub epoch: u64,
+    pub leaders: Vec<Id>,
+    pub epoch_since: Time,
+    /// Largest epoch seen anywhere (to draw a larger one).
+    pub max_epoch_seen: u64,
+    pub heard: BTreeMap<Id, Time>,
+    pub contact: BTreeMap<Id, Contact>,
+    /// Set while this agent is a leader of the current epoch.
+    pub leading: Option<Leading>,
+    /// The last table this agent had as a ready leader, kept for reports.
+    pub frozen: Option<(u64, Leading)>,
+    /// Set while this agent is the collector of the current epoch.
+    pub collect: Option<Collect>,
+    /// The epoch this agent's report was accepted for... or sent for.
+    pub report_sent: Option<(u64, Time)>,
+    pub submitted: BTreeMap<TicketId, Submitted>,
+    /// Home: when contact with a majority of acting leaders last held,
+    /// carried across epoch changes.
+    pub last_ok: Option<Time>,
+    /// Home: whether it was in contact at the last check (for the edge).
+    pub was_in_contact: bool,
+    /// Largest fence this agent knows of.
+    pub fence_floor: u64,
+    pub next_tick: Time,
+    pub ping_serial: u64,
+    pub last_election: Option<Time>,
+    /// Messages of the current epoch that arrived before this leader was
+    /// ready, replayed when it is.
+    pub early: Vec<(Id, crate::wire::Message)>,
+    /// Messages from this agent to itself (its home part to its leader
+    /// part and back), delivered after the current input.
+    pub local: std::collections::VecDeque<crate::wire::Message>,
+    /// The epoch before the current one and its leaders, for the report.
+    pub prev_epoch: u64,
+    pub prev_leaders: Vec<Id>,
+}
+
+impl Cluster {
+    pub fn new(cfg: &ClusterConfig, name: &str, now: Now) -> Cluster {
+        let members = cfg.members();
+        let multi = cfg.is_multi();
+        let n = members.len().max(1);
+        let mut rng = ids::SplitMix64::new(cfg.seed);
+        let me: Id = ids::make_id(
+            cfg.candidate_priority,
+            rng.next_u32(),
+            cfg.listen,
+            cfg.pid,
+            name,
+        )
+        .into();
+        Cluster {
+            cfg: cfg.clone(),
+            multi,
+            me,
+            name: name.to_owned(),
+            addr: cfg.listen,
+            members,
+            quorum: n / 2 + 1,
+            start_wall_us: now.wall.0,
+            links: BTreeMap::new(),
+            epoch: 0,
+            leaders: Vec::new(),
+            epoch_since: now.mono,
+            max_epoch_seen: 0,
+            heard: BTreeMap::new(),
+            contact: BTreeMap::new(),
+            leading: None,
+            frozen: None,
+            collect: None,
+            report_sent: None,
+            submitted: BTreeMap::new(),
+            last_ok: None,
+            was_in_contact: false,
+            fence_floor: 0,
+            next_tick: now.mono,
+            ping_serial: 0,
+            last_election: None,
+            early: Vec::new(),
+            local: std::collections::VecDeque::new(),
+            prev_epoch: 0,
+            prev_leaders: Vec::new(),
+        }
+    }
+
+    /// Members needed to hold an election: all of them up to three.
+    pub fn election_quorum(&self) -> usize {
+        let n = self.members.len();
+        if n <= 3 { n } else { self.quorum }
+    }
+
+    /// The leaders needed for a majority of this epoch's leaders.
+    pub fn leader_majority(&self) -> usize {
+        self.leaders.len() / 2 + 1
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leaders.contains(&self.me)
+    }
+
+    /// The index of the leader that owns `object` in the current epoch.
+    pub fn owner_index(&self, object: &[u8]) -> Option<usize> {
+        if self.leaders.is_empty() {
+            return None;
+        }
+        Some((ids::fnv1a64(object) % self.leaders.len() as u64) as usize)
+    }
+
+    /// The up link to the agent with id `id`.
+    pub fn link_of(&self, id: &str) -> Option<PeerId> {
+        self.links
+            .iter()
+            .find(|(_, l)| l.id.as_deref() == Some(id))
+            .map(|(p, _)| *p)
+    }
+
+    /// The server name in an id.
+    pub fn name_of(id: &str) -> &str {
+        id.rsplit('|').next().unwrap_or(id)
     }
 }

@@ -88,7 +88,7 @@ impl Core {
                 t.owner = None;
                 continue;
             }
-            self.table.remove(&name, id);
+            self.take_ticket(&name, id);
             touched.insert(name);
         }
         for name in touched {
@@ -213,6 +213,7 @@ impl Core {
             duration: req.duration,
             unlock_duration: req.unlock_duration,
             detach: req.detach,
+            try_once: req.try_once,
             state: State::Waiting { deadline },
         };
         self.table.insert(&name, ticket);
@@ -221,6 +222,11 @@ impl Core {
             .expect("open")
             .tickets
             .insert(id, name.clone());
+        if self.cluster.multi {
+            // The owner leader decides, `busy` included.
+            self.home_submit(now, &name, id);
+            return;
+        }
         self.grant_what_may_be(now, &name);
         if req.try_once {
             let object = &self.table.objects[&name];
@@ -353,9 +359,7 @@ impl Core {
 
     /// Removes a ticket from the table and from its owner's index.
     fn drop_ticket(&mut self, name: &ObjectName, id: TicketId) {
-        if let Some(t) = self.table.remove(name, id) {
-            self.forget_ticket(&t);
-        }
+        self.take_ticket(name, id);
     }
 
     /// Removes a removed ticket from its owner's index.
@@ -414,16 +418,34 @@ impl Core {
     fn info(&self) -> Message {
         let s = self.status();
         let name = &self.config.server_name;
+        let c = &self.cluster;
+        let (leaders, connected, size, quorum, epoch) = if c.multi {
+            let leaders: Vec<&str> = c
+                .leaders
+                .iter()
+                .map(|l| crate::cluster::Cluster::name_of(l))
+                .collect();
+            let connected = c.links.values().filter(|l| l.id.is_some()).count() + 1;
+            (
+                leaders.join(","),
+                connected,
+                c.members.len(),
+                c.quorum,
+                c.epoch,
+            )
+        } else {
+            (name.clone(), 1, 1, 1, self.solo_epoch)
+        };
         let mut msg = Message::new("STATUS")
             .with("server_name", name)
             .with("version", crate::VERSION)
             .with("ready", if self.is_ready() { "true" } else { "false" })
-            .with("leaders", name);
+            .with("leaders", leaders);
         for (k, v) in [
-            ("connected", 1),
-            ("cluster_size", 1),
-            ("quorum", 1),
-            ("epoch", 1),
+            ("connected", connected as u64),
+            ("cluster_size", size as u64),
+            ("quorum", quorum as u64),
+            ("epoch", epoch),
             ("clients", s.clients as u64),
             ("objects", s.objects as u64),
             ("tickets", s.tickets as u64),

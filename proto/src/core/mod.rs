@@ -5,7 +5,7 @@
 //! the crate documentation for the run loop that drives it.
 
 mod client;
-mod replies;
+pub(crate) mod replies;
 pub mod request;
 pub mod table;
 pub mod ticket;
@@ -240,21 +240,25 @@ pub struct Status {
 /// The sans-IO lock service of one computer.
 #[derive(Debug)]
 pub struct Core {
-    config: Config,
-    table: Table,
+    pub(crate) config: Config,
+    pub(crate) table: Table,
     clients: BTreeMap<ClientId, client::Client>,
-    out: VecDeque<Output>,
-    last_now: Time,
+    pub(crate) out: VecDeque<Output>,
+    pub(crate) last_now: Time,
     next_ticket: u64,
     last_fence: u64,
+    /// One computer alone: its epoch (wall ms at start) and fence base.
+    solo_epoch: u64,
     grants: u64,
-    stopping: bool,
+    pub(crate) stopping: bool,
+    pub(crate) cluster: crate::cluster::Cluster,
 }
 
 impl Core {
     /// A core with nothing held. `config` must have passed
     /// [`Config::validate`].
     pub fn new(config: Config, now: Now) -> Core {
+        let cluster = crate::cluster::Cluster::new(&config.cluster, &config.server_name, now);
         Core {
             config,
             table: Table::default(),
@@ -263,8 +267,10 @@ impl Core {
             last_now: now.mono,
             next_ticket: 1,
             last_fence: 0,
+            solo_epoch: (now.wall.0 / 1000).max(1),
             grants: 0,
             stopping: false,
+            cluster,
         }
     }
 
@@ -285,8 +291,12 @@ impl Core {
                 error,
             } => self.client_malformed(client, &line, &error),
             Input::ClientClosed { client } => self.client_closed(now, client),
-            Input::PeerUp { .. } | Input::PeerMessage { .. } | Input::PeerDown { .. } => Ok(()),
-        }
+            Input::PeerUp { peer, name, addr } => self.peer_up(now, peer, name, addr),
+            Input::PeerMessage { peer, msg } => self.peer_message(now, peer, msg),
+            Input::PeerDown { peer } => self.peer_down(now, peer),
+        }?;
+        self.drain_local(now);
+        Ok(())
     }
 
     /// Fires every timer due at `now`. Idempotent: calling it early or twice
@@ -301,6 +311,8 @@ impl Core {
                 Timer::Ticket(id, name) => self.ticket_timer(now, &name, id, at),
             }
         }
+        self.cluster_tick(now);
+        self.drain_local(now);
     }
 
     /// Stops serving: every holder is told `UNLOCKED error=lost`, every
@@ -319,8 +331,7 @@ impl Core {
                 .map(|t| t.id)
                 .collect();
             for id in ids {
-                if let Some(t) = self.table.remove(&name, id) {
-                    self.forget_ticket(&t);
+                if let Some(t) = self.take_ticket(&name, id) {
                     let reply = if t.state.is_held() {
                         replies::unlocked(&name, t.tag, Some("lost"))
                     } else {
@@ -351,7 +362,12 @@ impl Core {
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.table.next_timer()
+        let table = self.table.next_timer();
+        if !self.cluster.multi || self.stopping {
+            return table;
+        }
+        let tick = self.cluster.next_tick;
+        Some(table.map_or(tick, |t| t.min(tick)))
     }
 
     /// Counters.
@@ -366,7 +382,18 @@ impl Core {
 
     /// Whether locks can be granted now (`LOCKSTATUS`).
     pub fn is_ready(&self) -> bool {
-        !self.stopping
+        if self.stopping {
+            return false;
+        }
+        if !self.cluster.multi {
+            return true;
+        }
+        let now = self.last_now;
+        let last = match (self.contact_time(now), self.cluster.last_ok) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        last.is_some_and(|t| now < t + self.cluster.cfg.grace)
     }
 
     fn advance(&mut self, now: Now) -> Result<(), InputError> {
@@ -377,42 +404,98 @@ impl Core {
         Ok(())
     }
 
-    fn reply(&mut self, client: ClientId, msg: Message) {
+    pub(crate) fn reply(&mut self, client: ClientId, msg: Message) {
         self.out.push_back(Output::Reply { client, msg });
     }
 
     /// Grants, in bakery order, whatever [`ticket::who_may_hold`] allows now.
     fn grant_what_may_be(&mut self, now: Now, name: &table::ObjectName) {
-        if self.stopping {
-            return;
+        if self.stopping || self.cluster.multi {
+            return; // in a cluster, the object's owner leader decides
         }
         for id in self.table.grantable(name, now.mono) {
-            self.last_fence = (self.last_fence + 1).max(now.wall.0);
+            // Fences grow with the epoch (wall ms at start) so they keep
+            // growing across restarts given a sane clock (docs/cluster.md).
+            self.last_fence = (self.last_fence + 1).max(self.solo_epoch << 20);
             let fence = self.last_fence;
             let object = &self.table.objects[name];
-            let t = &object.tickets[object.position(id).expect("granted ticket exists")];
-            let lease_end = now.mono + t.duration;
-            let (owner, key, tag, shared) = (
-                t.owner,
-                t.key.clone(),
-                t.tag,
-                t.kind.mode == ticket::Mode::Shared,
-            );
-            self.table
-                .set_state(name, id, State::Held { fence, lease_end });
-            if shared {
-                self.table.note_shared_grant(name, now.mono);
-            }
-            self.grants += 1;
-            if let Some(owner) = owner {
-                let msg = replies::locked(name, &key, now.wall_of(lease_end), fence, tag);
-                self.reply(owner, msg);
-            }
+            let t = object.tickets[object.position(id).expect("granted ticket exists")].clone();
+            self.deliver_grant(now, name, id, fence, &t);
         }
         debug_assert!(
             self.table.holders_are_compatible(name),
             "S1 broken on {name:?}"
         );
+    }
+
+    /// Marks waiting ticket `t` held with `fence` and tells its client.
+    pub(crate) fn deliver_grant(
+        &mut self,
+        now: Now,
+        name: &table::ObjectName,
+        id: table::TicketId,
+        fence: u64,
+        t: &table::Ticket,
+    ) {
+        let lease_end = now.mono + t.duration;
+        self.table
+            .set_state(name, id, State::Held { fence, lease_end });
+        if t.kind.mode == ticket::Mode::Shared {
+            self.table.note_shared_grant(name, now.mono);
+        }
+        self.grants += 1;
+        if let Some(owner) = t.owner {
+            let msg = replies::locked(name, &t.key, now.wall_of(lease_end), fence, t.tag);
+            self.reply(owner, msg);
+        }
+    }
+
+    /// Removes a ticket from the table and its client's index; in a
+    /// cluster, its owner leader is told.
+    pub(crate) fn take_ticket(
+        &mut self,
+        name: &table::ObjectName,
+        id: table::TicketId,
+    ) -> Option<table::Ticket> {
+        let t = self.table.remove(name, id)?;
+        self.forget_ticket(&t);
+        if self.cluster.multi {
+            self.home_released(name, &t);
+        }
+        Some(t)
+    }
+
+    /// Every `ping_interval` in a cluster: liveness, contact, elections,
+    /// the leaders' housekeeping.
+    fn cluster_tick(&mut self, now: Now) {
+        if !self.cluster.multi || self.stopping || now.mono < self.cluster.next_tick {
+            return;
+        }
+        self.cluster.next_tick = now.mono + self.cluster.cfg.ping_interval;
+        self.ping_all(now);
+        self.home_tick(now);
+        self.leader_tick(now);
+        self.check_collect(now);
+        if self.cluster.report_sent.is_none() {
+            self.send_report(now);
+        }
+        self.maybe_elect(now);
+    }
+
+    /// Delivers what this agent sent itself (home part to leader part).
+    fn drain_local(&mut self, now: Now) {
+        let me = self.cluster.me.clone();
+        while let Some(msg) = self.cluster.local.pop_front() {
+            let cmd = msg.command.clone();
+            let result = if cmd == "LOCKTICKETS" {
+                self.on_tickets(now, &me, &msg)
+            } else {
+                self.on_lock_message(now, &me, &cmd, &msg)
+            };
+            if let Err(crate::cluster::wire::Bad(what)) = result {
+                log::error!("{cmd} to self dropped: bad or missing {what} (a bug)");
+            }
+        }
     }
 
     /// A ticket's deadline came: fail it, expire it, or take it back.
@@ -429,11 +512,18 @@ impl Core {
         }
         match t.state {
             State::Waiting { .. } => {
-                let t = self.table.remove(name, id).expect("ticket exists");
-                self.forget_ticket(&t);
+                let t = self.take_ticket(name, id).expect("ticket exists");
                 if let Some(owner) = t.owner {
-                    let refusal =
-                        request::Refusal::new("timedout", "not obtained before the timeout");
+                    // In a cluster: "unavailable" when it could not even be
+                    // asked (no contact with the leaders).
+                    let refusal = if self.cluster.multi && !self.is_ready() {
+                        request::Refusal::new(
+                            "unavailable",
+                            "no quorum of leaders before the timeout",
+                        )
+                    } else {
+                        request::Refusal::new("timedout", "not obtained before the timeout")
+                    };
                     self.reply(
                         owner,
                         replies::lock_failed(name, Some(&t.key), t.tag, &refusal),
@@ -450,8 +540,7 @@ impl Core {
                 // DESIGN §3.2: the lock stays held `unlock_duration` after
                 // the holder is told, so it has that long to acknowledge.
                 if grace.is_zero() {
-                    let t = self.table.remove(name, id).expect("ticket exists");
-                    self.forget_ticket(&t);
+                    self.take_ticket(name, id).expect("ticket exists");
                     self.grant_what_may_be(now, name);
                 } else {
                     let release_at = now.mono + grace;
@@ -460,8 +549,7 @@ impl Core {
                 }
             }
             State::Expired { .. } => {
-                let t = self.table.remove(name, id).expect("ticket exists");
-                self.forget_ticket(&t);
+                self.take_ticket(name, id).expect("ticket exists");
                 self.grant_what_may_be(now, name);
             }
         }

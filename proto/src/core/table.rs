@@ -95,6 +95,8 @@ pub struct Ticket {
     pub unlock_duration: Duration,
     /// Survives its connection.
     pub detach: bool,
+    /// `try=true`: never waits.
+    pub try_once: bool,
     /// Where it is in its life.
     pub state: State,
 }

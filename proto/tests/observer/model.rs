@@ -172,6 +172,7 @@ impl Driver {
                 Event::Sent(client, msg) => format!("{client}> {msg}"),
                 Event::Got(Output::Reply { client, msg }) => format!("{}< {msg}", client.0),
                 Event::Got(Output::Close { client }) => format!("close {}", client.0),
+                Event::Got(other) => format!("{other:?}"),
                 Event::Note(what) => what.to_string(),
             };
             text.push_str(&format!("  t={} {}\n", secs(*t), line.trim_end()));

@@ -342,6 +342,9 @@ impl Driver {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Close { client } => closed.push(client.0),
+                Output::PeerSend { .. } | Output::PeerClose { .. } => {
+                    return Err(format!("one computer spoke to a peer: {out:?}"));
+                }
                 Output::Reply { client, msg } => {
                     let tag: i64 = msg
                         .get_str("tag")

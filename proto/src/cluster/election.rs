@@ -1,0 +1,214 @@
+//! Elections and epochs (reference §7, with B20 fixed): who conducts, who
+//! leads, and adopting a newer epoch.
+
+use std::time::Duration;
+
+use super::config::addr_key;
+use super::ids;
+use super::wire::{Bad, str_of, u64_of};
+use super::{Id, PeerId};
+use crate::core::Core;
+use crate::time::Now;
+use crate::wire::Message;
+
+impl Core {
+    /// `LOCKSTARTED`: who this agent is, and the epoch it is in.
+    pub(crate) fn lock_started(&self) -> Message {
+        let c = &self.cluster;
+        let mut msg = Message::new("LOCKSTARTED")
+            .with("lockid", &*c.me)
+            .with("server_name", &c.name);
+        msg.set_u64("starttime", c.start_wall_us);
+        self.put_leaders(&mut msg);
+        msg
+    }
+
+    fn put_leaders(&self, msg: &mut Message) {
+        let c = &self.cluster;
+        msg.set_u64("epoch", c.epoch);
+        for (i, l) in c.leaders.iter().enumerate() {
+            msg.set(&format!("leader{i}"), &**l);
+        }
+    }
+
+    fn leaders_of(msg: &Message) -> Result<Vec<Id>, Bad> {
+        let mut leaders = Vec::new();
+        for name in ["leader0", "leader1", "leader2"] {
+            if let Some(v) = msg.get(name) {
+                let id = std::str::from_utf8(v).map_err(|_| Bad("leader"))?;
+                if ids::parse_id(id).is_none() {
+                    return Err(Bad("leader"));
+                }
+                leaders.push(Id::from(id));
+            }
+        }
+        Ok(leaders)
+    }
+
+    pub(crate) fn on_started(&mut self, now: Now, peer: PeerId, msg: &Message) -> Result<(), Bad> {
+        let id = str_of(msg, "lockid")?;
+        let parsed = ids::parse_id(id).ok_or(Bad("lockid"))?;
+        let link = self.cluster.links.get(&peer).expect("link is up");
+        if parsed.name != link.name || parsed.addr != Some(link.addr) {
+            return Err(Bad("lockid (not the name and address of the handshake)"));
+        }
+        let id: Id = id.into();
+        log::info!("{} is {id}", link.name);
+        self.cluster.links.get_mut(&peer).expect("up").id = Some(id.clone());
+        self.cluster.heard.insert(id, now.mono);
+        let epoch = u64_of(msg, "epoch")?;
+        let leaders = Self::leaders_of(msg)?;
+        if epoch > self.cluster.epoch && !leaders.is_empty() {
+            self.adopt(now, epoch, leaders);
+        } else if epoch < self.cluster.epoch {
+            let mut news = Message::new("LOCKLEADERS");
+            self.put_leaders(&mut news);
+            self.send(peer, news);
+        }
+        self.maybe_elect(now);
+        Ok(())
+    }
+
+    pub(crate) fn on_leaders(&mut self, now: Now, msg: &Message) -> Result<(), Bad> {
+        let epoch = u64_of(msg, "epoch")?;
+        let leaders = Self::leaders_of(msg)?;
+        if leaders.is_empty() {
+            return Err(Bad("leader0"));
+        }
+        if epoch > self.cluster.epoch {
+            self.adopt(now, epoch, leaders);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn note_epoch_seen(&mut self, _now: Now, epoch: u64) {
+        let c = &mut self.cluster;
+        c.max_epoch_seen = c.max_epoch_seen.max(epoch);
+    }
+
+    /// Conducts an election when this agent is the conductor and the
+    /// current leaders are not all connected to it (or their epoch never
+    /// became ready).
+    pub(crate) fn maybe_elect(&mut self, now: Now) {
+        let c = &self.cluster;
+        if !c.multi || self.stopping {
+            return;
+        }
+        let Some(my_addr) = c.addr else { return };
+        let known: Vec<(&super::Link, &Id)> = c
+            .links
+            .values()
+            .filter(|l| !l.closing)
+            .filter_map(|l| l.id.as_ref().map(|id| (l, id)))
+            .collect();
+        // The first election needs everybody in a small cluster (reference
+        // §7); later ones a quorum, so a 3-computer cluster that loses one
+        // goes on with the two others (the original shrank its leader list).
+        let needed = if c.max_epoch_seen == 0 {
+            c.election_quorum()
+        } else {
+            c.quorum
+        };
+        if known.len() + 1 < needed {
+            return;
+        }
+        // B20: compared as numbers, and ties (same address) broken by id.
+        let mine = (addr_key(my_addr), &c.me);
+        if known.iter().any(|(l, id)| (addr_key(l.addr), *id) < mine) {
+            return;
+        }
+        let connected = |id: &Id| *id == c.me || known.iter().any(|(_, k)| *k == id);
+        let candidates_up = known
+            .iter()
+            .map(|(_, id)| *id)
+            .chain(std::iter::once(&c.me))
+            .filter(|id| ids::parse_id(id).is_some_and(|p| p.priority != ids::OFF))
+            .count();
+        // Too few leaders (after a loss) while more candidates are up: grow.
+        let leaders_ok = !c.leaders.is_empty()
+            && c.leaders.iter().all(connected)
+            && c.leaders.len() >= candidates_up.min(3);
+        let stuck = leaders_ok
+            && self.contact_time(now.mono).is_none()
+            && now.mono >= c.epoch_since + c.cfg.peer_timeout * 3;
+        if leaders_ok && !stuck {
+            return;
+        }
+        let pause: Duration = c.cfg.ping_interval * 2;
+        if c.last_election.is_some_and(|t| now.mono < t + pause) {
+            return;
+        }
+        let mut candidates: Vec<(String, Id)> = known
+            .iter()
+            .map(|(_, id)| (*id).clone())
+            .chain(std::iter::once(c.me.clone()))
+            .filter(|id| ids::parse_id(id).is_some_and(|p| p.priority != ids::OFF))
+            .map(|id| (ids::candidate_key(&id, c.leaders.contains(&id)), id))
+            .collect();
+        if candidates.is_empty() {
+            log::error!("no candidate to lead: every connected agent has candidate_priority=off");
+            return;
+        }
+        candidates.sort();
+        let leaders: Vec<Id> = candidates.into_iter().take(3).map(|(_, id)| id).collect();
+        let wall_ms = now.wall.0 / 1000;
+        let epoch = (c.epoch.max(c.max_epoch_seen) + 1).max(wall_ms);
+        log::info!(
+            "conducting the election of epoch {epoch}: leaders {}",
+            leaders.iter().map(|l| &**l).collect::<Vec<_>>().join(", ")
+        );
+        self.cluster.last_election = Some(now.mono);
+        self.adopt(now, epoch, leaders);
+    }
+
+    /// Moves to a newer epoch: stop acting for the old one, report to the
+    /// new collector, pass the news on, re-send waiting requests.
+    pub(crate) fn adopt(&mut self, now: Now, epoch: u64, leaders: Vec<Id>) {
+        debug_assert!(epoch > self.cluster.epoch);
+        log::info!(
+            "epoch {epoch}: leaders {}",
+            leaders
+                .iter()
+                .map(|l| super::Cluster::name_of(l))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let prev_epoch = self.cluster.epoch;
+        let prev_leaders = std::mem::take(&mut self.cluster.leaders);
+        if let Some(l) = self.cluster.leading.take() {
+            if l.ready {
+                self.cluster.frozen = Some((prev_epoch, l));
+            }
+        }
+        let c = &mut self.cluster;
+        c.prev_epoch = prev_epoch;
+        c.prev_leaders = prev_leaders;
+        c.epoch = epoch;
+        c.max_epoch_seen = c.max_epoch_seen.max(epoch);
+        c.leaders = leaders;
+        c.epoch_since = now.mono;
+        c.collect = None;
+        c.early.clear();
+        c.report_sent = None;
+        if c.is_leader() {
+            c.leading = Some(super::leader::Leading::new());
+        }
+        if c.leaders[0] == c.me {
+            c.collect = Some(super::handover::Collect::new(now.mono));
+        }
+        let mut news = Message::new("LOCKLEADERS");
+        self.put_leaders(&mut news);
+        let peers: Vec<PeerId> = self
+            .cluster
+            .links
+            .iter()
+            .filter(|(_, l)| !l.closing && l.id.is_some())
+            .map(|(p, _)| *p)
+            .collect();
+        for peer in peers {
+            self.send(peer, news.clone());
+        }
+        self.send_report(now);
+        self.resubmit_all(now);
+    }
+}

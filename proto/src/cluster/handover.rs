@@ -1,0 +1,470 @@
+//! Starting an epoch (docs/cluster.md "Handover"): every agent reports to
+//! the new epoch's collector; the collector builds the state the new
+//! leaders start from, with a lock-delay when it cannot be complete.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::config::Plant;
+use super::leader::{LState, LTicket};
+use super::wire::{Bad, bool_of, bytes_of, kind_of, put_kind, str_of, u64_of};
+use super::{Cluster, Id};
+use crate::core::Core;
+use crate::core::table::{ObjectName, State};
+use crate::core::ticket::Kind;
+use crate::time::{Now, Time};
+use crate::wire::Message;
+
+/// One held (or, from a home, waiting) ticket in a report or a state.
+#[derive(Clone, Debug)]
+pub(crate) struct RTicket {
+    pub object: ObjectName,
+    pub home: Id,
+    pub req: u64,
+    pub key: Box<str>,
+    pub fence: u64,
+    pub kind: Kind,
+}
+
+impl RTicket {
+    fn read(msg: &Message, home: Option<&Id>) -> Result<RTicket, Bad> {
+        Ok(RTicket {
+            object: ObjectName::from(bytes_of(msg, "object_name")?),
+            home: match home {
+                Some(h) => h.clone(),
+                None => str_of(msg, "home")?.into(),
+            },
+            req: u64_of(msg, "req")?,
+            key: str_of(msg, "key")?.into(),
+            fence: u64_of(msg, "fence")?,
+            kind: kind_of(msg)?,
+        })
+    }
+
+    fn write(&self, epoch: u64, part: &str) -> Message {
+        let mut m = Message::new("LOCKTICKETS").with("part", part);
+        m.set_u64("epoch", epoch);
+        m.set("object_name", &*self.object);
+        m.set("home", &*self.home);
+        m.set_u64("req", self.req);
+        m.set("key", &*self.key);
+        m.set_u64("fence", self.fence);
+        put_kind(&mut m, &self.kind);
+        m
+    }
+}
+
+/// What one agent reported.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    pub prev_epoch: u64,
+    pub prev_leaders: Vec<Id>,
+    pub ready_epoch: u64,
+    pub floor: u64,
+    pub leader: Vec<RTicket>,
+    /// Its own clients' requests: held or waiting.
+    pub home: Vec<(RTicket, bool)>,
+    pub lines: u64,
+}
+
+/// The collector's work for its epoch.
+#[derive(Debug)]
+pub(crate) struct Collect {
+    pub started: Time,
+    pub partial: BTreeMap<Id, Report>,
+    pub reports: BTreeMap<Id, Report>,
+    pub done: bool,
+}
+
+impl Collect {
+    pub fn new(now: Time) -> Collect {
+        Collect {
+            started: now,
+            partial: BTreeMap::new(),
+            reports: BTreeMap::new(),
+            done: false,
+        }
+    }
+}
+
+/// The state a leader is receiving from the collector.
+#[derive(Debug, Default)]
+pub(crate) struct StateIn {
+    pub base: u64,
+    pub delay: Duration,
+    pub tickets: Vec<RTicket>,
+    pub reporters: BTreeSet<Id>,
+}
+
+impl Core {
+    /// Sends this agent's report to the current epoch's collector.
+    pub(crate) fn send_report(&mut self, now: Now) {
+        let c = &self.cluster;
+        if c.epoch == 0 || c.leaders.is_empty() {
+            return;
+        }
+        let collector = c.leaders[0].clone();
+        if collector != c.me && c.link_of(&collector).is_none() {
+            return; // sent when the link is up
+        }
+        let epoch = c.epoch;
+        let mut lines = Vec::new();
+        let mut begin = Message::new("LOCKTICKETS").with("part", "begin");
+        begin.set_u64("epoch", epoch);
+        begin.set_u64("prev_epoch", c.prev_epoch);
+        for (i, l) in c.prev_leaders.iter().enumerate() {
+            begin.set(&format!("prev{i}"), &**l);
+        }
+        begin.set_u64("ready_epoch", c.frozen.as_ref().map_or(0, |(e, _)| *e));
+        begin.set_u64("floor", c.fence_floor);
+        lines.push(begin);
+        if let Some((_, table)) = &c.frozen {
+            for (name, o) in &table.objects {
+                for t in &o.tickets {
+                    if let Some(fence) = t.fence() {
+                        let r = RTicket {
+                            object: name.clone(),
+                            home: t.home.clone(),
+                            req: t.req,
+                            key: t.key.clone(),
+                            fence,
+                            kind: t.kind,
+                        };
+                        lines.push(r.write(epoch, "leader"));
+                    }
+                }
+            }
+        }
+        for (name, o) in &self.table.objects {
+            for t in &o.tickets {
+                let (fence, held) = match t.state {
+                    State::Waiting { .. } => (0, false),
+                    State::Held { fence, .. } | State::Expired { fence, .. } => (fence, true),
+                };
+                let r = RTicket {
+                    object: name.clone(),
+                    home: c.me.clone(),
+                    req: t.id.0,
+                    key: t.key.clone(),
+                    fence,
+                    kind: t.kind,
+                };
+                let mut m = r.write(epoch, "home");
+                m.set("held", if held { "true" } else { "false" });
+                lines.push(m);
+            }
+        }
+        let mut end = Message::new("LOCKTICKETS").with("part", "end");
+        end.set_u64("epoch", epoch);
+        end.set_u64("count", lines.len() as u64 + 1);
+        lines.push(end);
+        self.cluster.report_sent = Some((epoch, now.mono));
+        for m in lines {
+            self.post(&collector, m);
+        }
+    }
+
+    /// `LOCKTICKETS`: a report (to the collector) or a state (from it).
+    pub(crate) fn on_tickets(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
+        if u64_of(msg, "epoch")? != self.cluster.epoch {
+            return Ok(());
+        }
+        let part = str_of(msg, "part")?;
+        match part {
+            "begin" | "leader" | "home" | "end" => self.on_report_part(now, from, part, msg),
+            _ => self.on_state_part(now, from, part, msg),
+        }
+    }
+
+    fn on_report_part(
+        &mut self,
+        now: Now,
+        from: &Id,
+        part: &str,
+        msg: &Message,
+    ) -> Result<(), Bad> {
+        let max_lines = self.config.max_tickets as u64 * 2 + 16;
+        let Some(collect) = self.cluster.collect.as_mut() else {
+            return Ok(()); // not the collector
+        };
+        if part == "begin" {
+            let mut prev_leaders = Vec::new();
+            for name in ["prev0", "prev1", "prev2"] {
+                if let Some(v) = msg.get_str(name) {
+                    prev_leaders.push(Id::from(v));
+                }
+            }
+            let r = Report {
+                prev_epoch: u64_of(msg, "prev_epoch")?,
+                prev_leaders,
+                ready_epoch: u64_of(msg, "ready_epoch")?,
+                floor: u64_of(msg, "floor")?,
+                lines: 1,
+                ..Report::default()
+            };
+            collect.partial.insert(from.clone(), r);
+            return Ok(());
+        }
+        let Some(r) = collect.partial.get_mut(from) else {
+            return Err(Bad("part (no begin)"));
+        };
+        r.lines += 1;
+        if r.lines > max_lines {
+            collect.partial.remove(from);
+            return Err(Bad("part (too many)"));
+        }
+        match part {
+            "leader" => r.leader.push(RTicket::read(msg, None)?),
+            "home" => r
+                .home
+                .push((RTicket::read(msg, Some(from))?, bool_of(msg, "held"))),
+            _ => {
+                let r = collect.partial.remove(from).expect("present");
+                if u64_of(msg, "count")? != r.lines {
+                    return Err(Bad("count"));
+                }
+                if collect.done {
+                    self.late_report(from, &r);
+                } else {
+                    collect.reports.insert(from.clone(), r);
+                    self.check_collect(now);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A report after the state was built: counted only when it holds
+    /// nothing, for a home that held what the epoch does not know must
+    /// first revoke.
+    fn late_report(&mut self, from: &Id, r: &Report) {
+        if r.home.iter().any(|(_, held)| *held) {
+            log::info!(
+                "late report of {} holds locks: not counted until it revokes them",
+                Cluster::name_of(from)
+            );
+            return;
+        }
+        let mut m = Message::new("LOCKTICKETS").with("part", "reporter");
+        m.set_u64("epoch", self.cluster.epoch);
+        m.set("id", &**from);
+        let leaders = self.cluster.leaders.clone();
+        for l in leaders {
+            self.post(&l, m.clone());
+        }
+    }
+
+    /// Builds the epoch's state once a quorum reported and it is complete,
+    /// or after `peer_timeout` with the lock-delay.
+    pub(crate) fn check_collect(&mut self, now: Now) {
+        let c = &self.cluster;
+        let Some(collect) = c.collect.as_ref() else {
+            return;
+        };
+        if collect.done {
+            return;
+        }
+        let names: BTreeSet<&str> = collect
+            .reports
+            .keys()
+            .map(|id| Cluster::name_of(id))
+            .collect();
+        if names.len() < c.quorum {
+            return;
+        }
+        let everyone = names.len() >= c.members.len();
+        let e_max = collect
+            .reports
+            .values()
+            .map(|r| r.prev_epoch)
+            .max()
+            .unwrap_or(0);
+        let majority_of_previous = e_max > 0 && {
+            let prev: Vec<Id> = collect
+                .reports
+                .values()
+                .find(|r| r.prev_epoch == e_max)
+                .map(|r| r.prev_leaders.clone())
+                .unwrap_or_default();
+            let reported: Vec<&Report> =
+                prev.iter().filter_map(|l| collect.reports.get(l)).collect();
+            !prev.is_empty()
+                && reported.len() > prev.len() / 2
+                && reported.iter().any(|r| r.ready_epoch == e_max)
+        };
+        let complete = everyone || majority_of_previous;
+        if !complete && now.mono < collect.started + c.cfg.peer_timeout {
+            return;
+        }
+        let collect = self.cluster.collect.as_mut().expect("collecting");
+        collect.done = true;
+        let reports = std::mem::take(&mut collect.reports);
+        let mut has: BTreeSet<(Id, u64)> = BTreeSet::new();
+        for r in reports.values() {
+            for (t, _) in &r.home {
+                has.insert((t.home.clone(), t.req));
+            }
+        }
+        let mut held: BTreeMap<(ObjectName, Id, u64), RTicket> = BTreeMap::new();
+        let mut floor = 0;
+        for r in reports.values() {
+            floor = floor.max(r.floor);
+            for t in &r.leader {
+                // The home is the authority on its own clients.
+                if reports.contains_key(&t.home) && !has.contains(&(t.home.clone(), t.req)) {
+                    continue;
+                }
+                let k = (t.object.clone(), t.home.clone(), t.req);
+                let e = held.entry(k).or_insert_with(|| t.clone());
+                e.fence = e.fence.max(t.fence);
+            }
+            for (t, is_held) in &r.home {
+                if *is_held {
+                    let k = (t.object.clone(), t.home.clone(), t.req);
+                    let e = held.entry(k).or_insert_with(|| t.clone());
+                    e.fence = e.fence.max(t.fence);
+                }
+            }
+        }
+        for t in held.values() {
+            floor = floor.max(t.fence);
+        }
+        let epoch = self.cluster.epoch;
+        let base = (epoch << 20).max(floor + 1);
+        let delay = if complete || self.cluster.cfg.plant == Plant::SkipLockDelay {
+            Duration::ZERO
+        } else {
+            self.cluster.cfg.lock_delay()
+        };
+        log::info!(
+            "epoch {epoch}: state from {} reports, {} held locks, {}",
+            reports.len(),
+            held.len(),
+            if delay.is_zero() {
+                "complete".to_owned()
+            } else {
+                format!("incomplete: lock-delay {delay:?}")
+            }
+        );
+        let mut msgs = Vec::with_capacity(held.len() + reports.len() + 2);
+        let mut begin = Message::new("LOCKTICKETS").with("part", "state-begin");
+        begin.set_u64("epoch", epoch);
+        begin.set_u64("base", base);
+        begin.set_u64(
+            "delay",
+            u64::try_from(delay.as_micros()).unwrap_or(u64::MAX),
+        );
+        msgs.push(begin);
+        for t in held.values() {
+            msgs.push(t.write(epoch, "state"));
+        }
+        for id in reports.keys() {
+            let mut m = Message::new("LOCKTICKETS").with("part", "reporter");
+            m.set_u64("epoch", epoch);
+            m.set("id", &**id);
+            msgs.push(m);
+        }
+        let mut end = Message::new("LOCKTICKETS").with("part", "state-end");
+        end.set_u64("epoch", epoch);
+        end.set_u64("count", msgs.len() as u64 + 1);
+        msgs.push(end);
+        let leaders = self.cluster.leaders.clone();
+        for l in &leaders {
+            for m in &msgs {
+                self.post(l, m.clone());
+            }
+        }
+    }
+
+    fn on_state_part(&mut self, now: Now, from: &Id, part: &str, msg: &Message) -> Result<(), Bad> {
+        if self.cluster.leaders.first() != Some(from) {
+            return Err(Bad("part (not from the collector)"));
+        }
+        let Some(l) = self.cluster.leading.as_mut() else {
+            return Ok(());
+        };
+        if l.ready {
+            if part == "reporter" {
+                l.reporters.insert(str_of(msg, "id")?.into());
+            }
+            return Ok(());
+        }
+        match part {
+            "state-begin" => {
+                l.state_in = Some(StateIn {
+                    base: u64_of(msg, "base")?,
+                    delay: Duration::from_micros(u64_of(msg, "delay")?),
+                    ..Default::default()
+                });
+                l.state_lines = 1;
+            }
+            "state" | "reporter" | "state-end" => {
+                let Some(s) = l.state_in.as_mut() else {
+                    return Err(Bad("part (no state-begin)"));
+                };
+                l.state_lines += 1;
+                match part {
+                    "state" => s.tickets.push(RTicket::read(msg, None)?),
+                    "reporter" => {
+                        s.reporters.insert(str_of(msg, "id")?.into());
+                    }
+                    _ => {
+                        if u64_of(msg, "count")? != l.state_lines {
+                            l.state_in = None;
+                            return Err(Bad("count"));
+                        }
+                        let s = l.state_in.take().expect("present");
+                        self.install(now, s);
+                    }
+                }
+            }
+            _ => return Err(Bad("part")),
+        }
+        Ok(())
+    }
+
+    /// Starts acting as a leader of the epoch from its state.
+    fn install(&mut self, now: Now, s: StateIn) {
+        let l = self.cluster.leading.as_mut().expect("leader");
+        let mut tickets = s.tickets;
+        tickets.sort_by_key(|t| t.fence);
+        for (i, t) in tickets.into_iter().enumerate() {
+            self.cluster.heard.insert(
+                t.home.clone(),
+                self.cluster
+                    .heard
+                    .get(&t.home)
+                    .map_or(now.mono, |h| (*h).max(now.mono)),
+            );
+            let name = t.object.clone();
+            l.insert(
+                &name,
+                LTicket {
+                    home: t.home,
+                    req: t.req,
+                    key: t.key,
+                    number: i as u64 + 1,
+                    kind: t.kind,
+                    state: LState::Held { fence: t.fence },
+                },
+            );
+        }
+        l.base = s.base;
+        l.delay_until = (!s.delay.is_zero()).then(|| now.mono + s.delay);
+        l.reporters = s.reporters;
+        l.ready = true;
+        self.cluster.fence_floor = self.cluster.fence_floor.max(s.base.saturating_sub(1));
+        log::info!(
+            "epoch {}: leading with {} held locks",
+            self.cluster.epoch,
+            l.tickets
+        );
+        let early = std::mem::take(&mut self.cluster.early);
+        for (from, msg) in early {
+            let cmd = msg.command.clone();
+            if let Err(Bad(what)) = self.on_lock_message(now, &from, &cmd, &msg) {
+                log::warn!("{cmd} dropped: bad or missing {what}");
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The home side: this agent's own clients' requests, sent to the owner of
+//! their object, and their answers relayed back; contact with the leaders,
+//! and revocation when it is lost (docs/cluster.md).
+
+use std::time::Duration;
+
+use super::wire::{Bad, bytes_of, put_kind, str_of, u64_of};
+use super::{Id, Submitted};
+use crate::core::Core;
+use crate::core::replies;
+use crate::core::request::Refusal;
+use crate::core::table::{ObjectName, State, Ticket, TicketId};
+use crate::time::Now;
+use crate::wire::Message;
+
+/// A waiting request is sent again this often (its answer may be lost
+/// with a link).
+const RESEND: Duration = Duration::from_secs(1);
+
+impl Core {
+    /// Sends a waiting request of a client to its object's owner.
+    pub(crate) fn home_submit(&mut self, now: Now, name: &ObjectName, id: TicketId) {
+        let epoch = self.cluster.epoch;
+        self.cluster.submitted.insert(
+            id,
+            Submitted {
+                object: name.clone(),
+                epoch,
+                at: now.mono,
+            },
+        );
+        let Some(i) = self.cluster.owner_index(name) else {
+            return; // no leaders yet: sent once there are
+        };
+        let owner = self.cluster.leaders[i].clone();
+        let Some(o) = self.table.objects.get(name) else {
+            return;
+        };
+        let Some(pos) = o.position(id) else { return };
+        let t = &o.tickets[pos];
+        let mut m = Message::new("LOCK").with("object_name", &**name);
+        m.set_u64("epoch", epoch);
+        m.set_u64("req", id.0);
+        m.set("key", &*t.key);
+        put_kind(&mut m, &t.kind);
+        if t.try_once {
+            m.set("try", "true");
+        }
+        self.post(&owner, m);
+    }
+
+    /// After an epoch change, and every [`RESEND`]: every waiting request
+    /// goes (again) to its owner, which answers idempotently.
+    pub(crate) fn resubmit_all(&mut self, now: Now) {
+        let epoch = self.cluster.epoch;
+        let due: Vec<(TicketId, ObjectName)> = self
+            .cluster
+            .submitted
+            .iter()
+            .filter(|(_, s)| s.epoch != epoch || s.at + RESEND <= now.mono)
+            .map(|(id, s)| (*id, s.object.clone()))
+            .collect();
+        for (id, name) in due {
+            self.home_submit(now, &name, id);
+        }
+    }
+
+    /// A ticket left this agent's table: its owner is told.
+    pub(crate) fn home_released(&mut self, name: &ObjectName, t: &Ticket) {
+        self.cluster.submitted.remove(&t.id);
+        let Some(i) = self.cluster.owner_index(name) else {
+            return;
+        };
+        let owner = self.cluster.leaders[i].clone();
+        let mut m = Message::new("UNLOCK").with("object_name", &**name);
+        m.set_u64("epoch", self.cluster.epoch);
+        m.set_u64("req", t.id.0);
+        self.post(&owner, m);
+    }
+
+    /// Whether a majority of acting leaders answered within `grace`.
+    pub(crate) fn in_contact(&mut self, now: Now) -> bool {
+        if let Some(t) = self.contact_time(now.mono) {
+            let c = &mut self.cluster;
+            c.last_ok = Some(c.last_ok.map_or(t, |o| o.max(t)));
+        }
+        let grace = self.cluster.cfg.grace;
+        self.cluster.last_ok.is_some_and(|t| now.mono < t + grace)
+    }
+
+    /// `LOCKED` or `LOCKFAILED` from an owner about request `req`.
+    pub(crate) fn home_answer(
+        &mut self,
+        now: Now,
+        from: &Id,
+        cmd: &str,
+        msg: &Message,
+    ) -> Result<(), Bad> {
+        let object = bytes_of(msg, "object_name")?;
+        let req = u64_of(msg, "req")?;
+        if str_of(msg, "home")? != &*self.cluster.me {
+            return Err(Bad("home"));
+        }
+        let id = TicketId(req);
+        let found = self
+            .table
+            .objects
+            .get_key_value(object)
+            .and_then(|(n, o)| o.position(id).map(|p| (n.clone(), o.tickets[p].clone())));
+        if cmd == "LOCKFAILED" {
+            let error = match msg.get("error") {
+                Some(b"busy") => "busy",
+                Some(b"overflow") => "overflow",
+                Some(b"invalid") => "invalid",
+                Some(b"duplicate") => "duplicate",
+                _ => "unavailable",
+            };
+            let description = msg
+                .get_str("description")
+                .unwrap_or("refused by the leaders")
+                .to_owned();
+            if let Some((name, t)) = found {
+                if matches!(t.state, State::Waiting { .. }) {
+                    self.take_ticket(&name, id);
+                    if let Some(owner) = t.owner {
+                        let why = Refusal::new(error, description);
+                        let reply = replies::lock_failed(&name, Some(&t.key), t.tag, &why);
+                        self.reply(owner, reply);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let fence = u64_of(msg, "fence")?;
+        let deliver = match &found {
+            Some((_, t)) => match t.state {
+                State::Waiting { deadline } => deadline > now.mono,
+                State::Held { fence: f, .. } | State::Expired { fence: f, .. } => {
+                    if f == fence {
+                        return Ok(()); // said again: already delivered
+                    }
+                    false
+                }
+            },
+            None => false,
+        };
+        if !deliver {
+            // Not wanted any more (cancelled, timed out, or revoked): give
+            // it back.
+            let mut m = Message::new("UNLOCK").with("object_name", object);
+            m.set_u64("epoch", self.cluster.epoch);
+            m.set_u64("req", req);
+            self.post(from, m);
+            return Ok(());
+        }
+        if !self.in_contact(now) {
+            return Ok(()); // said again on the next re-send, if in contact then
+        }
+        let (name, t) = found.expect("deliverable");
+        self.cluster.submitted.remove(&id);
+        self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
+        self.deliver_grant(now, &name, id, fence, &t);
+        Ok(())
+    }
+
+    /// Every tick: revoke when contact is lost (the edge), re-send what
+    /// waits, report again when the report is not counted.
+    pub(crate) fn home_tick(&mut self, now: Now) {
+        let in_contact = self.in_contact(now);
+        if self.cluster.was_in_contact && !in_contact {
+            log::warn!(
+                "no answer from a majority of acting leaders for {:?}: revoking every lock of this agent's clients",
+                self.cluster.cfg.grace
+            );
+            self.revoke_all(now);
+            self.cluster.report_sent = None;
+        }
+        self.cluster.was_in_contact = in_contact;
+        self.resubmit_all(now);
+    }
+
+    /// `UNLOCKED error=lost` to every holder, `LOCKFAILED
+    /// error=unavailable` to every waiting request.
+    fn revoke_all(&mut self, _now: Now) {
+        let all: Vec<(ObjectName, TicketId)> = self
+            .table
+            .objects
+            .iter()
+            .flat_map(|(n, o)| o.tickets.iter().map(move |t| (n.clone(), t.id)))
+            .collect();
+        for (name, id) in all {
+            let Some(t) = self.take_ticket(&name, id) else {
+                continue;
+            };
+            let Some(owner) = t.owner else { continue };
+            let reply = if t.state.is_held() {
+                replies::unlocked(&name, t.tag, Some("lost"))
+            } else {
+                let why = Refusal::new("unavailable", "no contact with a majority of leaders");
+                replies::lock_failed(&name, Some(&t.key), t.tag, &why)
+            };
+            self.reply(owner, reply);
+        }
+    }
+}

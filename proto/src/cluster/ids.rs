@@ -1,0 +1,129 @@
+//! Agent ids, the leaders' sort order, and the small deterministic helpers
+//! (hash, random numbers) the cluster needs without any OS facility.
+
+use std::net::SocketAddr;
+
+/// Priority written in an id for `candidate_priority=off`.
+pub const OFF: u8 = 99;
+
+/// `PP|RANDOM|ADDRESS|PID|NAME` (reference §4): priority on two digits,
+/// so ids sort by priority first, then by a random number drawn at start.
+pub fn make_id(
+    priority: Option<u8>,
+    random: u32,
+    addr: Option<SocketAddr>,
+    pid: u32,
+    name: &str,
+) -> String {
+    let pp = priority.unwrap_or(OFF);
+    let addr = addr.map_or_else(|| "-".to_owned(), |a| a.to_string());
+    format!("{pp:02}|{random:010}|{addr}|{pid}|{name}")
+}
+
+/// The pieces of an id; `None` when it is not one.
+pub struct Parsed<'a> {
+    pub priority: u8,
+    pub addr: Option<SocketAddr>,
+    pub name: &'a str,
+}
+
+pub fn parse_id(id: &str) -> Option<Parsed<'_>> {
+    let mut parts = id.splitn(5, '|');
+    let pp = parts.next()?;
+    let random = parts.next()?;
+    let addr = parts.next()?;
+    let pid = parts.next()?;
+    let name = parts.next()?;
+    if pp.len() != 2 || random.len() != 10 || pid.parse::<u32>().is_err() {
+        return None;
+    }
+    if !random.bytes().all(|b| b.is_ascii_digit()) || !crate::wire::is_valid_name(name.as_bytes()) {
+        return None;
+    }
+    let priority = pp.parse().ok()?;
+    let addr = if addr == "-" {
+        None
+    } else {
+        Some(addr.parse().ok()?)
+    };
+    Some(Parsed {
+        priority,
+        addr,
+        name,
+    })
+}
+
+/// The key candidates sort by: current leaders first (`00`, reference §7),
+/// then priority, then the random part and the rest of the id.
+pub fn candidate_key(id: &str, is_leader: bool) -> String {
+    if is_leader {
+        format!("00{}", &id[2..])
+    } else {
+        id.to_owned()
+    }
+}
+
+/// FNV-1a, 64 bits: which leader owns an object. The same on every agent
+/// and every platform.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// SplitMix64: a small, seeded, platform-independent generator.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_reads_back_its_priority_address_and_name() {
+        let addr: SocketAddr = "10.0.0.10:4040".parse().unwrap();
+        let id = make_id(Some(3), 42, Some(addr), 77, "node_a");
+        assert_eq!(id, "03|0000000042|10.0.0.10:4040|77|node_a");
+        let p = parse_id(&id).unwrap();
+        assert_eq!((p.priority, p.addr, p.name), (3, Some(addr), "node_a"));
+        assert!(parse_id("3|42|x|1|a").is_none());
+        assert!(parse_id("03|0000000042|nonsense|77|node_a").is_none());
+    }
+
+    #[test]
+    fn current_leaders_sort_before_any_priority() {
+        let leader = make_id(Some(14), 9, None, 1, "b");
+        let eager = make_id(Some(1), 1, None, 1, "a");
+        assert!(candidate_key(&leader, true) < candidate_key(&eager, false));
+        assert!(candidate_key(&eager, false) < candidate_key(&leader, false));
+    }
+
+    #[test]
+    fn the_generator_and_the_hash_are_the_same_everywhere() {
+        let mut r = SplitMix64::new(1);
+        assert_eq!(r.next_u64(), 0x910a_2dec_8902_5cc1);
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

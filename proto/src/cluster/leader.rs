@@ -1,0 +1,638 @@
+//! The leaders' side of a lock (docs/cluster.md "Granting"): the owner of
+//! an object sequences its tickets and asks its followers for votes; a
+//! follower keeps a replica and votes for at most one conflicting grant.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Id;
+use super::config::Plant;
+use super::wire::{Bad, bool_of, bytes_of, kind_of, put_kind, str_of, u64_of};
+use crate::core::Core;
+use crate::core::table::ObjectName;
+use crate::core::ticket::{Kind, Mode, View, who_may_hold};
+use crate::time::{Now, Time};
+use crate::wire::Message;
+
+/// Where a ticket is, on a leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LState {
+    Waiting,
+    /// Owner: votes asked for this grant; bit i = leader i.
+    Activating {
+        fence: u64,
+        votes: u8,
+        refused: u8,
+    },
+    /// Owner: granted. Follower: voted for.
+    Held {
+        fence: u64,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct LTicket {
+    pub home: Id,
+    pub req: u64,
+    pub key: Box<str>,
+    pub number: u64,
+    pub kind: Kind,
+    pub state: LState,
+}
+
+impl LTicket {
+    pub fn fence(&self) -> Option<u64> {
+        match self.state {
+            LState::Waiting => None,
+            LState::Activating { fence, .. } | LState::Held { fence } => Some(fence),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LObject {
+    pub tickets: Vec<LTicket>,
+    pub last_shared_grant: Option<Time>,
+    pub last_fence: u64,
+}
+
+impl LObject {
+    fn find(&self, home: &str, req: u64) -> Option<usize> {
+        self.tickets
+            .iter()
+            .position(|t| t.req == req && *t.home == *home)
+    }
+}
+
+/// A leader's part of one epoch.
+#[derive(Debug)]
+pub(crate) struct Leading {
+    /// Installed the epoch's state: may vote and grant.
+    pub ready: bool,
+    pub objects: BTreeMap<ObjectName, LObject>,
+    pub tickets: usize,
+    /// Fences of this epoch are at least this.
+    pub base: u64,
+    /// No grant before this (the lock-delay).
+    pub delay_until: Option<Time>,
+    /// Agents whose report is part of this epoch's state.
+    pub reporters: BTreeSet<Id>,
+    /// Objects to look at again on the next tick.
+    pub retry: BTreeSet<ObjectName>,
+    /// Tickets by home, to drop a silent home's tickets.
+    pub by_home: BTreeMap<Id, BTreeSet<(ObjectName, u64)>>,
+    /// The state being received from the collector, and its line count.
+    pub state_in: Option<super::handover::StateIn>,
+    pub state_lines: u64,
+}
+
+impl Leading {
+    pub fn new() -> Leading {
+        Leading {
+            ready: false,
+            objects: BTreeMap::new(),
+            tickets: 0,
+            base: 0,
+            delay_until: None,
+            reporters: BTreeSet::new(),
+            retry: BTreeSet::new(),
+            by_home: BTreeMap::new(),
+            state_in: None,
+            state_lines: 0,
+        }
+    }
+
+    pub fn insert(&mut self, name: &ObjectName, t: LTicket) {
+        self.by_home
+            .entry(t.home.clone())
+            .or_default()
+            .insert((name.clone(), t.req));
+        let o = self.objects.entry(name.clone()).or_default();
+        if let Some(f) = t.fence() {
+            o.last_fence = o.last_fence.max(f);
+        }
+        let at = o
+            .tickets
+            .partition_point(|x| (x.number, &*x.key) < (t.number, &*t.key));
+        o.tickets.insert(at, t);
+        self.tickets += 1;
+    }
+
+    pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LTicket> {
+        let o = self.objects.get_mut(name)?;
+        let pos = o.find(home, req)?;
+        let t = o.tickets.remove(pos);
+        self.tickets -= 1;
+        if let Some(set) = self.by_home.get_mut(&t.home) {
+            set.retain(|(n, r)| !(*r == req && **n == *name));
+            if set.is_empty() {
+                self.by_home.remove(&t.home);
+            }
+        }
+        if o.tickets.is_empty() && o.last_shared_grant.is_none() {
+            self.objects.remove(name);
+        }
+        Some(t)
+    }
+}
+
+fn ticket_msg(command: &str, epoch: u64, object: &[u8], home: &str, req: u64) -> Message {
+    let mut m = Message::new(command).with("object_name", object);
+    m.set_u64("epoch", epoch);
+    m.set("home", home);
+    m.set_u64("req", req);
+    m
+}
+
+impl Core {
+    /// Sends `msg` to the agent `to`: over its link, or to this agent's own
+    /// other half after the current input.
+    pub(crate) fn post(&mut self, to: &str, msg: Message) {
+        if *to == *self.cluster.me {
+            self.cluster.local.push_back(msg);
+        } else {
+            self.send_to(to, msg);
+        }
+    }
+
+    fn followers(&self) -> Vec<Id> {
+        let c = &self.cluster;
+        c.leaders.iter().filter(|l| **l != c.me).cloned().collect()
+    }
+
+    fn tell_followers(&mut self, msg: &Message) {
+        for f in self.followers() {
+            self.send_to(&f, msg.clone());
+        }
+    }
+
+    fn my_index(&self) -> Option<usize> {
+        let c = &self.cluster;
+        c.leaders.iter().position(|l| *l == c.me)
+    }
+
+    fn owner_of(&self, object: &[u8]) -> Option<Id> {
+        let c = &self.cluster;
+        c.owner_index(object).map(|i| c.leaders[i].clone())
+    }
+
+    /// The lock protocol's messages; `from` sent it, in this epoch.
+    pub(crate) fn on_lock_message(
+        &mut self,
+        now: Now,
+        from: &Id,
+        cmd: &str,
+        msg: &Message,
+    ) -> Result<(), Bad> {
+        let epoch = u64_of(msg, "epoch")?;
+        if epoch != self.cluster.epoch {
+            return Ok(()); // another epoch's: its senders re-send in ours
+        }
+        let leader_side = matches!(
+            cmd,
+            "LOCK" | "UNLOCK" | "ADDTICKET" | "ACTIVATELOCK" | "DROPTICKET" | "LOCKACTIVATED"
+        );
+        if leader_side {
+            let Some(l) = self.cluster.leading.as_ref() else {
+                return Ok(()); // not a leader of this epoch
+            };
+            if !l.ready {
+                if self.cluster.early.len() < self.config.max_tickets {
+                    self.cluster.early.push((from.clone(), msg.clone()));
+                }
+                return Ok(());
+            }
+        }
+        match cmd {
+            "LOCK" => self.owner_lock(now, from, msg),
+            "UNLOCK" => {
+                let object = bytes_of(msg, "object_name")?;
+                let req = u64_of(msg, "req")?;
+                self.owner_release(now, object, from, req);
+                Ok(())
+            }
+            "LOCKACTIVATED" => self.owner_voted(now, from, msg),
+            "ADDTICKET" => self.follower_add(now, from, msg),
+            "ACTIVATELOCK" => self.follower_activate(now, from, msg),
+            "DROPTICKET" => {
+                let object = bytes_of(msg, "object_name")?;
+                let home = str_of(msg, "home")?;
+                let req = u64_of(msg, "req")?;
+                if self.owner_of(object).as_deref() == Some(&**from) {
+                    if let Some(l) = self.cluster.leading.as_mut() {
+                        l.remove(object, home, req);
+                    }
+                }
+                Ok(())
+            }
+            "LOCKED" | "LOCKFAILED" => self.home_answer(now, from, cmd, msg),
+            other => {
+                log::debug!("unknown peer command {other} ignored");
+                Ok(())
+            }
+        }
+    }
+
+    fn owner_lock(&mut self, now: Now, home: &Id, msg: &Message) -> Result<(), Bad> {
+        let object = bytes_of(msg, "object_name")?;
+        let req = u64_of(msg, "req")?;
+        let key = str_of(msg, "key")?;
+        let kind = kind_of(msg)?;
+        let try_once = bool_of(msg, "try");
+        if self.owner_of(object).as_ref() != Some(&self.cluster.me) {
+            return Err(Bad("object_name (not owned here)"));
+        }
+        let epoch = self.cluster.epoch;
+        let max_per_object = self.config.max_tickets_per_object;
+        let max_tickets = self.config.max_tickets;
+        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let name: ObjectName = l
+            .objects
+            .get_key_value(object)
+            .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
+        if let Some(o) = l.objects.get(object) {
+            if let Some(pos) = o.find(home, req) {
+                // A request sent again (after an epoch change, or a lost
+                // answer): answer again what is known.
+                if let LState::Held { fence } = o.tickets[pos].state {
+                    let mut m = ticket_msg("LOCKED", epoch, object, home, req);
+                    m.set_u64("fence", fence);
+                    self.post(home, m);
+                }
+                return Ok(());
+            }
+            if o.tickets.len() >= max_per_object {
+                let why = format!("this object already has {} requests", o.tickets.len());
+                self.owner_refuse(home, object, req, "overflow", &why);
+                return Ok(());
+            }
+        }
+        if l.tickets >= max_tickets {
+            self.owner_refuse(
+                home,
+                object,
+                req,
+                "overflow",
+                "the leaders hold their maximum",
+            );
+            return Ok(());
+        }
+        let number = l
+            .objects
+            .get(object)
+            .and_then(|o| o.tickets.iter().map(|t| t.number).max())
+            .map_or(1, |n| n + 1);
+        l.insert(
+            &name,
+            LTicket {
+                home: home.clone(),
+                req,
+                key: key.into(),
+                number,
+                kind,
+                state: LState::Waiting,
+            },
+        );
+        self.cluster.heard.entry(home.clone()).or_insert(now.mono);
+        let mut add = ticket_msg("ADDTICKET", epoch, object, home, req);
+        add.set("key", key);
+        add.set_u64("number", number);
+        put_kind(&mut add, &kind);
+        self.tell_followers(&add);
+        self.evaluate(now, &name);
+        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let waiting = l.objects.get(object).and_then(|o| {
+            o.find(home, req)
+                .map(|p| o.tickets[p].state == LState::Waiting)
+        });
+        if try_once && waiting == Some(true) {
+            self.owner_release(now, object, home, req);
+            self.owner_refuse(home, object, req, "busy", "the object is locked");
+        }
+        Ok(())
+    }
+
+    fn owner_refuse(&mut self, home: &Id, object: &[u8], req: u64, error: &str, why: &str) {
+        let mut m = ticket_msg("LOCKFAILED", self.cluster.epoch, object, home, req);
+        m.set("error", error);
+        m.set("description", why);
+        self.post(home, m);
+    }
+
+    /// The home released (or cancelled) ticket `req`.
+    pub(crate) fn owner_release(&mut self, now: Now, object: &[u8], home: &str, req: u64) {
+        let epoch = self.cluster.epoch;
+        let Some(l) = self.cluster.leading.as_mut() else {
+            return;
+        };
+        let Some(name) = l.objects.get_key_value(object).map(|(k, _)| k.clone()) else {
+            return;
+        };
+        if l.remove(object, home, req).is_some() {
+            self.tell_followers(&ticket_msg("DROPTICKET", epoch, object, home, req));
+            self.evaluate(now, &name);
+        }
+    }
+
+    fn next_fence(&mut self, name: &[u8]) -> u64 {
+        let plant = self.cluster.cfg.plant;
+        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let o = l.objects.get_mut(name).expect("object exists");
+        let fence = if plant == Plant::ReuseFence && o.last_fence > 0 {
+            o.last_fence
+        } else {
+            (o.last_fence + 1).max(l.base)
+        };
+        o.last_fence = fence;
+        self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
+        fence
+    }
+
+    /// Asks for the votes of whatever [`who_may_hold`] allows now.
+    pub(crate) fn evaluate(&mut self, now: Now, name: &ObjectName) {
+        if self.owner_of(name).as_ref() != Some(&self.cluster.me) {
+            return;
+        }
+        let Some(me) = self.my_index() else { return };
+        let epoch = self.cluster.epoch;
+        let l = self.cluster.leading.as_mut().expect("leader");
+        if l.delay_until.is_some_and(|d| now.mono < d) {
+            l.retry.insert(name.clone());
+            return;
+        }
+        let Some(o) = l.objects.get(&**name) else {
+            return;
+        };
+        let views: Vec<View> = o
+            .tickets
+            .iter()
+            .map(|t| View {
+                kind: t.kind,
+                held: t.state != LState::Waiting,
+            })
+            .collect();
+        let decision = who_may_hold(&views, o.last_shared_grant, now.mono);
+        if decision.recheck_at.is_some() {
+            l.retry.insert(name.clone());
+        }
+        let mut asked = Vec::new();
+        for pos in decision.grant {
+            let fence = self.next_fence(name);
+            let l = self.cluster.leading.as_mut().expect("leader");
+            let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
+            t.state = LState::Activating {
+                fence,
+                votes: 1 << me,
+                refused: 0,
+            };
+            let mut m = ticket_msg("ACTIVATELOCK", epoch, name, &t.home, t.req);
+            m.set_u64("fence", fence);
+            asked.push((t.home.clone(), t.req));
+            self.tell_followers(&m);
+        }
+        for (home, req) in asked {
+            self.try_grant(now, name, &home, req);
+        }
+    }
+
+    fn owner_voted(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
+        let object = bytes_of(msg, "object_name")?;
+        let home = str_of(msg, "home")?;
+        let req = u64_of(msg, "req")?;
+        let fence = u64_of(msg, "fence")?;
+        let ok = bool_of(msg, "ok");
+        let Some(i) = self.cluster.leaders.iter().position(|l| l == from) else {
+            return Ok(());
+        };
+        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let Some((name, o)) = l.objects.get_key_value(object) else {
+            return Ok(());
+        };
+        let name = name.clone();
+        let Some(pos) = o.find(home, req) else {
+            return Ok(());
+        };
+        let o = l.objects.get_mut(object).expect("exists");
+        let t = &mut o.tickets[pos];
+        if let LState::Activating {
+            fence: f,
+            votes,
+            refused,
+        } = &mut t.state
+        {
+            // S6/B17: only answers about this very grant (its fence) count.
+            if *f == fence {
+                if ok {
+                    *votes |= 1 << i;
+                } else {
+                    *refused |= 1 << i;
+                }
+            }
+        }
+        let home: Id = t.home.clone();
+        self.try_grant(now, &name, &home, req);
+        Ok(())
+    }
+
+    /// Grants a ticket once a majority of leaders (the same for all of its
+    /// steps: each vote acknowledges the ticket's ADDTICKET too) voted for
+    /// it, while this leader is acting.
+    fn try_grant(&mut self, now: Now, name: &ObjectName, home: &Id, req: u64) {
+        let majority = self.cluster.leader_majority() as u32;
+        let all = self.cluster.leaders.len() as u32;
+        let plant = self.cluster.cfg.plant;
+        let acting = self.acting(now.mono);
+        let epoch = self.cluster.epoch;
+        let retry_later = self.cluster.cfg.ping_interval;
+        let l = self.cluster.leading.as_mut().expect("leader");
+        let Some(o) = l.objects.get_mut(&**name) else {
+            return;
+        };
+        let Some(pos) = o.find(home, req) else { return };
+        let t = &mut o.tickets[pos];
+        let LState::Activating {
+            fence,
+            votes,
+            refused,
+        } = t.state
+        else {
+            return;
+        };
+        let counted = if plant == Plant::SkipSameMajority {
+            (votes | refused).count_ones()
+        } else {
+            votes.count_ones()
+        };
+        if counted >= majority && acting {
+            t.state = LState::Held { fence };
+            if t.kind.mode == Mode::Shared {
+                o.last_shared_grant = Some(now.mono);
+            }
+            let mut m = ticket_msg("LOCKED", epoch, name, home, req);
+            m.set_u64("fence", fence);
+            self.post(home, m);
+        } else if counted < majority && (votes | refused).count_ones() >= all {
+            // Refused by enough followers: ask again later, with a new fence.
+            t.state = LState::Waiting;
+            l.retry.insert(name.clone());
+            let _ = retry_later;
+        } else if counted >= majority {
+            l.retry.insert(name.clone()); // not acting now: maybe later
+        }
+    }
+
+    fn follower_add(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
+        let object = bytes_of(msg, "object_name")?;
+        if self.owner_of(object).as_deref() != Some(&**from) {
+            return Err(Bad("object_name (sender is not its owner)"));
+        }
+        let home: Id = str_of(msg, "home")?.into();
+        let req = u64_of(msg, "req")?;
+        let t = LTicket {
+            key: str_of(msg, "key")?.into(),
+            number: u64_of(msg, "number")?,
+            kind: kind_of(msg)?,
+            state: LState::Waiting,
+            home: home.clone(),
+            req,
+        };
+        self.cluster.heard.entry(home.clone()).or_insert(now.mono);
+        let l = self.cluster.leading.as_mut().expect("ready leader");
+        if l.objects
+            .get(object)
+            .is_some_and(|o| o.find(&home, req).is_some())
+        {
+            return Ok(());
+        }
+        let name = l
+            .objects
+            .get_key_value(object)
+            .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
+        l.insert(&name, t);
+        Ok(())
+    }
+
+    fn follower_activate(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
+        let object = bytes_of(msg, "object_name")?;
+        let home = str_of(msg, "home")?;
+        let req = u64_of(msg, "req")?;
+        let fence = u64_of(msg, "fence")?;
+        if self.owner_of(object).as_deref() != Some(&**from) {
+            return Err(Bad("object_name (sender is not its owner)"));
+        }
+        let acting = self.acting(now.mono);
+        let plant = self.cluster.cfg.plant;
+        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let delayed = l.delay_until.is_some_and(|d| now.mono < d);
+        let mut ok = false;
+        if let Some(o) = l.objects.get_mut(object) {
+            if let Some(pos) = o.find(home, req) {
+                let compatible = plant == Plant::DoubleVote || may_also_hold(o, pos);
+                if acting && !delayed && compatible {
+                    o.tickets[pos].state = LState::Held { fence };
+                    o.last_fence = o.last_fence.max(fence);
+                    ok = true;
+                }
+            }
+        }
+        self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
+        let mut m = ticket_msg("LOCKACTIVATED", self.cluster.epoch, object, home, req);
+        m.set_u64("fence", fence);
+        m.set("ok", if ok { "true" } else { "false" });
+        self.post(from, m);
+        Ok(())
+    }
+
+    /// Every tick: drop silent homes' tickets, retry what waited.
+    pub(crate) fn leader_tick(&mut self, now: Now) {
+        let release_delay =
+            self.cluster.cfg.stretch(self.cluster.cfg.grace) + self.cluster.cfg.ping_interval;
+        let me = self.cluster.me.clone();
+        let Some(l) = self.cluster.leading.as_ref() else {
+            return;
+        };
+        if !l.ready {
+            return;
+        }
+        let silent: Vec<Id> = l
+            .by_home
+            .keys()
+            .filter(|h| **h != me)
+            .filter(|h| {
+                self.cluster
+                    .heard
+                    .get(*h)
+                    .is_none_or(|t| *t + release_delay <= now.mono)
+            })
+            .cloned()
+            .collect();
+        let mut touched: BTreeSet<ObjectName> = BTreeSet::new();
+        for home in silent {
+            let l = self.cluster.leading.as_mut().expect("leader");
+            let tickets = l.by_home.get(&home).cloned().unwrap_or_default();
+            log::info!(
+                "{} silent for {release_delay:?}: its {} tickets are dropped",
+                super::Cluster::name_of(&home),
+                tickets.len()
+            );
+            for (name, req) in tickets {
+                l.remove(&name, &home, req);
+                touched.insert(name);
+            }
+        }
+        let l = self.cluster.leading.as_mut().expect("leader");
+        if l.delay_until.is_some_and(|d| now.mono >= d) {
+            l.delay_until = None;
+            touched.extend(l.objects.keys().cloned());
+        }
+        touched.extend(std::mem::take(&mut l.retry));
+        for name in touched {
+            self.retry_object(now, &name);
+        }
+    }
+
+    fn retry_object(&mut self, now: Now, name: &ObjectName) {
+        let pending: Vec<(Id, u64)> = self
+            .cluster
+            .leading
+            .as_ref()
+            .and_then(|l| l.objects.get(&**name))
+            .map(|o| {
+                o.tickets
+                    .iter()
+                    .filter(|t| matches!(t.state, LState::Activating { .. }))
+                    .map(|t| (t.home.clone(), t.req))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (home, req) in pending {
+            self.try_grant(now, name, &home, req);
+        }
+        self.evaluate(now, name);
+    }
+}
+
+/// Whether a follower may vote for ticket `pos` next to the ones it voted
+/// for already: never two conflicting grants of one object at once.
+fn may_also_hold(o: &LObject, pos: usize) -> bool {
+    let t = &o.tickets[pos];
+    let held: Vec<&LTicket> = o
+        .tickets
+        .iter()
+        .enumerate()
+        .filter(|(i, x)| *i != pos && matches!(x.state, LState::Held { .. }))
+        .map(|(_, x)| x)
+        .collect();
+    if held.is_empty() {
+        return true;
+    }
+    if t.kind.mode == Mode::Exclusive || held.iter().any(|x| x.kind.mode == Mode::Exclusive) {
+        return false;
+    }
+    let limit = held
+        .iter()
+        .chain(std::iter::once(&t))
+        .filter_map(|x| x.kind.limit)
+        .min()
+        .map_or(u64::MAX, u64::from);
+    (held.len() as u64) < limit
+}

@@ -1,0 +1,285 @@
+//! Links, pings, and the two kinds of evidence of liveness (docs/cluster.md
+//! "Links and liveness"): when a peer was last *heard*, and the send time of
+//! the latest ping it *answered*.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use super::{Contact, Id, PeerId};
+use crate::core::{Core, InputError, Output};
+use crate::time::{Now, Time};
+use crate::wire::Message;
+
+/// Pings awaiting an answer on one link, at most.
+const MAX_PINGS: usize = 64;
+
+/// A link that is up.
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// From its `LOCKSTARTED`; nothing but `LOCKSTARTED` is taken before.
+    pub id: Option<Id>,
+    /// Unanswered pings: serial and send time.
+    pub pings: VecDeque<(u64, Time)>,
+    /// Asked to be closed: what it says is ignored.
+    pub closing: bool,
+}
+
+impl Core {
+    pub(crate) fn peer_up(
+        &mut self,
+        now: Now,
+        peer: PeerId,
+        name: String,
+        addr: SocketAddr,
+    ) -> Result<(), InputError> {
+        let _ = now;
+        if self.cluster.links.contains_key(&peer) {
+            return Err(InputError::PeerAlreadyUp(peer));
+        }
+        let c = &self.cluster;
+        let why = if !c.multi {
+            Some("this agent is not in a cluster")
+        } else if !c.members.contains(&addr) || Some(addr) == c.addr {
+            Some("its address is not another member's")
+        } else if name == c.name || c.links.values().any(|l| l.name == name && !l.closing) {
+            Some("its name is taken")
+        } else {
+            None
+        };
+        let closing = why.is_some();
+        if let Some(why) = why {
+            log::warn!("link {peer} from {name} ({addr}) closed: {why}");
+            self.out.push_back(Output::PeerClose { peer });
+        }
+        self.cluster.links.insert(
+            peer,
+            Link {
+                name,
+                addr,
+                id: None,
+                pings: VecDeque::new(),
+                closing,
+            },
+        );
+        if !closing {
+            let started = self.lock_started();
+            self.send(peer, started);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn peer_down(&mut self, now: Now, peer: PeerId) -> Result<(), InputError> {
+        let Some(link) = self.cluster.links.remove(&peer) else {
+            return Err(InputError::UnknownPeer(peer));
+        };
+        log::info!("link to {} ({}) is down", link.name, link.addr);
+        self.maybe_elect(now);
+        Ok(())
+    }
+
+    pub(crate) fn peer_message(
+        &mut self,
+        now: Now,
+        peer: PeerId,
+        msg: Message,
+    ) -> Result<(), InputError> {
+        let Some(link) = self.cluster.links.get(&peer) else {
+            return Err(InputError::UnknownPeer(peer));
+        };
+        if link.closing {
+            return Ok(());
+        }
+        let from = link.id.clone();
+        if let Some(id) = &from {
+            self.cluster.heard.insert(id.clone(), now.mono);
+        }
+        let result = match (msg.command.as_str(), from) {
+            ("LOCKSTARTED", _) => self.on_started(now, peer, &msg),
+            ("LOCKPING", _) => {
+                self.on_ping(peer, &msg);
+                Ok(())
+            }
+            (_, None) => Err(super::wire::Bad("LOCKSTARTED first")),
+            ("LOCKPONG", Some(from)) => self.on_pong(now, peer, &from, &msg),
+            ("LOCKLEADERS", Some(_)) => self.on_leaders(now, &msg),
+            ("LOCKTICKETS", Some(from)) => self.on_tickets(now, &from, &msg),
+            (cmd, Some(from)) => self.on_lock_message(now, &from, cmd, &msg),
+        };
+        if let Err(super::wire::Bad(what)) = result {
+            let name = self
+                .cluster
+                .links
+                .get(&peer)
+                .map_or("?", |l| l.name.as_str());
+            log::warn!("{} from {name} dropped: bad or missing {what}", msg.command);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn send(&mut self, peer: PeerId, msg: Message) {
+        self.out.push_back(Output::PeerSend { peer, msg });
+    }
+
+    /// Sends to the agent with id `id`, if a link to it is up.
+    pub(crate) fn send_to(&mut self, id: &str, msg: Message) -> bool {
+        match self.cluster.link_of(id) {
+            Some(peer) => {
+                self.send(peer, msg);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn on_ping(&mut self, peer: PeerId, msg: &Message) {
+        let Some(serial) = msg.get("serial") else {
+            return;
+        };
+        let asker = self.cluster.links.get(&peer).and_then(|l| l.id.clone());
+        let active = asker.is_some_and(|a| self.answers_active(&a));
+        let mut pong = Message::new("LOCKPONG").with("serial", serial);
+        pong.set_u64("epoch", self.cluster.epoch);
+        pong.set("active", if active { "1" } else { "0" });
+        self.send(peer, pong);
+    }
+
+    fn on_pong(
+        &mut self,
+        now: Now,
+        peer: PeerId,
+        from: &Id,
+        msg: &Message,
+    ) -> Result<(), super::wire::Bad> {
+        let serial = super::wire::u64_of(msg, "serial")?;
+        let epoch = super::wire::u64_of(msg, "epoch")?;
+        let active = msg.get("active") == Some(b"1");
+        let link = self.cluster.links.get_mut(&peer).expect("link is up");
+        // Pings are answered in order (FIFO link): older unanswered ones
+        // were lost with nothing, drop them.
+        let mut sent = None;
+        while let Some((s, at)) = link.pings.pop_front() {
+            if s == serial {
+                sent = Some(at);
+                break;
+            }
+        }
+        let Some(sent) = sent else { return Ok(()) };
+        let c = self.cluster.contact.entry(from.clone()).or_insert(Contact {
+            sent,
+            epoch,
+            active_sent: None,
+        });
+        if c.epoch != epoch {
+            c.active_sent = None;
+        }
+        c.sent = c.sent.max(sent);
+        c.epoch = epoch;
+        if active {
+            c.active_sent = Some(c.active_sent.map_or(sent, |a| a.max(sent)));
+        }
+        self.note_epoch_seen(now, epoch);
+        Ok(())
+    }
+
+    /// Every `ping_interval`: ping every link, close silent ones.
+    pub(crate) fn ping_all(&mut self, now: Now) {
+        let timeout = self.cluster.cfg.peer_timeout;
+        let peers: Vec<PeerId> = self.cluster.links.keys().copied().collect();
+        for peer in peers {
+            let link = self.cluster.links.get_mut(&peer).expect("listed");
+            if link.closing {
+                continue;
+            }
+            let heard = link
+                .id
+                .as_ref()
+                .and_then(|id| self.cluster.heard.get(id).copied());
+            let since = link.pings.front().map(|(_, at)| *at);
+            let silent_since = match (heard, since) {
+                (Some(h), Some(s)) => Some(h.max(s)),
+                (None, s) => s,
+                (h, None) => h,
+            };
+            if link.pings.front().is_some()
+                && silent_since.is_some_and(|s| s + timeout <= now.mono)
+                && heard.is_none_or(|h| h + timeout <= now.mono)
+            {
+                log::warn!(
+                    "{} ({}) silent for {timeout:?}: closing its link",
+                    link.name,
+                    link.addr
+                );
+                link.closing = true;
+                self.out.push_back(Output::PeerClose { peer });
+                continue;
+            }
+            self.cluster.ping_serial += 1;
+            let serial = self.cluster.ping_serial;
+            if link.pings.len() >= MAX_PINGS {
+                link.pings.pop_front();
+            }
+            link.pings.push_back((serial, now.mono));
+            let mut ping = Message::new("LOCKPING");
+            ping.set_u64("serial", serial);
+            self.send(peer, ping);
+        }
+    }
+
+    /// Whether this agent is an acting leader: ready in its epoch and
+    /// answered in it by a quorum (itself included) within `peer_timeout`.
+    pub(crate) fn acting(&self, now: Time) -> bool {
+        let c = &self.cluster;
+        if !c.leading.as_ref().is_some_and(|l| l.ready) {
+            return false;
+        }
+        let since = now - c.cfg.peer_timeout;
+        let answered = c
+            .contact
+            .values()
+            .filter(|k| k.epoch == c.epoch && k.sent >= since)
+            .count();
+        answered + 1 >= c.quorum
+    }
+
+    /// The pong's `active` flag for `asker`: acting, and `asker`'s report
+    /// is part of this epoch's state (a home whose held locks the epoch
+    /// does not know must not be kept in contact: it has to revoke).
+    fn answers_active(&self, asker: &Id) -> bool {
+        let Some(l) = self.cluster.leading.as_ref() else {
+            return false;
+        };
+        l.ready && l.reporters.contains(asker) && self.acting(self.last_now)
+    }
+
+    /// Home: the latest time at which a majority of this epoch's leaders
+    /// were acting and answering this agent.
+    pub(crate) fn contact_time(&self, now: Time) -> Option<Time> {
+        let c = &self.cluster;
+        let mut times: Vec<Time> = Vec::with_capacity(c.leaders.len());
+        for leader in &c.leaders {
+            if *leader == c.me {
+                let counted = c
+                    .leading
+                    .as_ref()
+                    .is_some_and(|l| l.ready && l.reporters.contains(&c.me));
+                if counted && self.acting(now) {
+                    times.push(now);
+                }
+            } else if let Some(k) = c.contact.get(leader) {
+                if k.epoch == c.epoch {
+                    if let Some(a) = k.active_sent {
+                        times.push(a);
+                    }
+                }
+            }
+        }
+        let k = c.leader_majority();
+        if c.leaders.is_empty() || times.len() < k {
+            return None;
+        }
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        Some(times[k - 1])
+    }
+}

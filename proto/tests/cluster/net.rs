@@ -1,0 +1,283 @@
+//! N cores on a lossless network with a fixed one-way delay.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use snaplock_proto::wire::{Message, parse};
+use snaplock_proto::{
+    ClientId, ClusterConfig, Config, Core, Credentials, Input, Now, Output, PeerId, Time, UnixTime,
+};
+
+const STEP: Duration = Duration::from_millis(1);
+const DELAY: Duration = Duration::from_micros(200);
+
+pub struct Net {
+    pub cores: Vec<Option<Core>>,
+    addrs: Vec<SocketAddr>,
+    seed: u64,
+    t: Time,
+    next_peer: u64,
+    next_client: u64,
+    /// (node, peer id) -> (other node, its peer id)
+    links: BTreeMap<(usize, u64), (usize, u64)>,
+    /// In flight: (arrival, to node, peer id at that node, message)
+    flight: VecDeque<(Time, usize, u64, Message)>,
+    clients: BTreeMap<u64, usize>,
+    replies: BTreeMap<u64, VecDeque<Message>>,
+}
+
+fn now_of(t: Time) -> Now {
+    Now {
+        mono: t,
+        wall: UnixTime(1_800_000_000_000_000 + t.as_micros()),
+    }
+}
+
+impl Net {
+    pub fn new(n: usize, seed: u64) -> Net {
+        let addrs: Vec<SocketAddr> = (0..n)
+            .map(|i| format!("127.0.0.1:{}", 4000 + i).parse().unwrap())
+            .collect();
+        let mut net = Net {
+            cores: Vec::new(),
+            addrs,
+            seed,
+            t: Time::from_micros(1_000_000),
+            next_peer: 1,
+            next_client: 1,
+            links: BTreeMap::new(),
+            flight: VecDeque::new(),
+            clients: BTreeMap::new(),
+            replies: BTreeMap::new(),
+        };
+        for i in 0..n {
+            let core = net.make(i);
+            net.cores.push(Some(core));
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                net.connect(i, j);
+            }
+        }
+        net
+    }
+
+    fn make(&mut self, i: usize) -> Core {
+        self.seed += 1000;
+        let config = Config {
+            server_name: format!("node{i}"),
+            cluster: ClusterConfig {
+                listen: Some(self.addrs[i]),
+                neighbors: self.addrs.clone(),
+                seed: self.seed + i as u64,
+                pid: 100 + i as u32,
+                ..ClusterConfig::default()
+            },
+            ..Config::default()
+        };
+        config.validate().unwrap();
+        Core::new(config, now_of(self.t))
+    }
+
+    fn connect(&mut self, i: usize, j: usize) {
+        let (pi, pj) = (self.next_peer, self.next_peer + 1);
+        self.next_peer += 2;
+        self.links.insert((i, pi), (j, pj));
+        self.links.insert((j, pj), (i, pi));
+        let now = now_of(self.t);
+        let (ai, aj) = (self.addrs[i], self.addrs[j]);
+        self.input(
+            i,
+            Input::PeerUp {
+                peer: PeerId(pi),
+                name: format!("node{j}"),
+                addr: aj,
+            },
+            now,
+        );
+        self.input(
+            j,
+            Input::PeerUp {
+                peer: PeerId(pj),
+                name: format!("node{i}"),
+                addr: ai,
+            },
+            now,
+        );
+    }
+
+    fn input(&mut self, i: usize, input: Input, now: Now) {
+        if let Some(core) = self.cores[i].as_mut() {
+            core.handle_input(now, input).unwrap();
+        }
+        self.drain(i);
+    }
+
+    fn drain(&mut self, i: usize) {
+        loop {
+            let Some(core) = self.cores[i].as_mut() else {
+                return;
+            };
+            let Some(out) = core.poll_output() else {
+                return;
+            };
+            match out {
+                Output::Reply { client, msg } => {
+                    self.replies.entry(client.0).or_default().push_back(msg);
+                }
+                Output::Close { .. } => {}
+                Output::PeerSend { peer, msg } => {
+                    if let Some(&(j, pj)) = self.links.get(&(i, peer.0)) {
+                        self.flight.push_back((self.t + DELAY, j, pj, msg));
+                    }
+                }
+                Output::PeerClose { peer } => self.break_link(i, peer.0),
+            }
+        }
+    }
+
+    fn break_link(&mut self, i: usize, p: u64) {
+        if let Some((j, pj)) = self.links.remove(&(i, p)) {
+            self.links.remove(&(j, pj));
+            self.flight
+                .retain(|(_, to, tp, _)| !((*to == j && *tp == pj) || (*to == i && *tp == p)));
+            let now = now_of(self.t);
+            self.input(i, Input::PeerDown { peer: PeerId(p) }, now);
+            self.input(j, Input::PeerDown { peer: PeerId(pj) }, now);
+        }
+    }
+
+    pub fn step(&mut self) {
+        self.t = self.t + STEP;
+        let now = now_of(self.t);
+        while self.flight.front().is_some_and(|(at, ..)| *at <= self.t) {
+            let (_, to, p, msg) = self.flight.pop_front().unwrap();
+            if self.links.contains_key(&(to, p)) {
+                self.input(
+                    to,
+                    Input::PeerMessage {
+                        peer: PeerId(p),
+                        msg,
+                    },
+                    now,
+                );
+            }
+        }
+        for i in 0..self.cores.len() {
+            if let Some(core) = self.cores[i].as_mut() {
+                if core.poll_timeout().is_some_and(|at| at <= self.t) {
+                    core.handle_timeout(now);
+                }
+            }
+            self.drain(i);
+        }
+    }
+
+    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Net) -> bool) {
+        let end = self.t + limit;
+        while self.t < end {
+            if done(self) {
+                return;
+            }
+            self.step();
+        }
+        panic!("not done within {limit:?}");
+    }
+
+    pub fn all_ready(&mut self) -> bool {
+        (0..self.cores.len()).all(|i| self.cores[i].as_ref().is_none_or(|c| c.is_ready()))
+    }
+
+    pub fn open(&mut self, i: usize) -> u64 {
+        let c = self.next_client;
+        self.next_client += 1;
+        self.clients.insert(c, i);
+        let cred = Credentials {
+            pid: Some(1000 + c as u32),
+            uid: Some(0),
+            gid: Some(0),
+        };
+        self.input(
+            i,
+            Input::ClientOpened {
+                client: ClientId(c),
+                cred,
+            },
+            now_of(self.t),
+        );
+        c
+    }
+
+    pub fn send(&mut self, c: u64, line: &str) {
+        let i = self.clients[&c];
+        let msg = parse(line.as_bytes()).unwrap();
+        self.input(
+            i,
+            Input::ClientMessage {
+                client: ClientId(c),
+                msg,
+            },
+            now_of(self.t),
+        );
+    }
+
+    pub fn close(&mut self, c: u64) {
+        let i = self.clients[&c];
+        self.input(
+            i,
+            Input::ClientClosed {
+                client: ClientId(c),
+            },
+            now_of(self.t),
+        );
+    }
+
+    pub fn wait_reply(&mut self, c: u64, limit: Duration) -> Option<Message> {
+        let end = self.t + limit;
+        loop {
+            if let Some(m) = self.replies.get_mut(&c).and_then(|q| q.pop_front()) {
+                return Some(m);
+            }
+            if self.t >= end {
+                return None;
+            }
+            self.step();
+        }
+    }
+
+    pub fn info(&mut self, i: usize) -> Message {
+        let c = self.open(i);
+        self.send(c, "INFO");
+        let m = self
+            .replies
+            .get_mut(&c)
+            .and_then(|q| q.pop_front())
+            .unwrap();
+        self.close(c);
+        m
+    }
+
+    pub fn crash(&mut self, i: usize) {
+        let mine: Vec<u64> = self
+            .links
+            .keys()
+            .filter(|(n, _)| *n == i)
+            .map(|(_, p)| *p)
+            .collect();
+        for p in mine {
+            self.break_link(i, p);
+        }
+        self.cores[i] = None;
+    }
+
+    pub fn restart(&mut self, i: usize) {
+        let core = self.make(i);
+        self.cores[i] = Some(core);
+        for j in 0..self.cores.len() {
+            if j != i && self.cores[j].is_some() {
+                self.connect(i, j);
+            }
+        }
+    }
+}
