@@ -141,6 +141,9 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
             .checked_sub(args.lease * 2 / 3)
             .unwrap_or(received),
         pending: None,
+        vouched: None,
+        alive: None,
+        next_alive: received,
         socket_open: true,
         phase: Phase::Holding,
     };
@@ -170,6 +173,12 @@ struct Supervisor<'a> {
     next_renew: Instant,
     /// The EXTEND in flight: its tag and when it was sent.
     pending: Option<(i64, Instant)>,
+    /// In a cluster: until when the agent vouches for its locks (its
+    /// `valid_for` answer to ALIVE, counted from when ALIVE was sent), the
+    /// ALIVE in flight, and when to send the next.
+    vouched: Option<(Instant, Duration)>,
+    alive: Option<(i64, Instant)>,
+    next_alive: Instant,
     socket_open: bool,
     phase: Phase,
 }
@@ -228,12 +237,14 @@ impl Supervisor<'_> {
     fn wake_at(&self) -> Option<Instant> {
         match self.phase {
             Phase::Holding => {
-                let stop = self.stop_at();
-                Some(if self.pending.is_none() {
-                    self.next_renew.min(stop)
-                } else {
-                    stop
-                })
+                let mut at = self.stop_at();
+                if self.pending.is_none() {
+                    at = at.min(self.next_renew);
+                }
+                if self.alive.is_none() {
+                    at = at.min(self.next_alive);
+                }
+                Some(at)
             }
             Phase::Stopping { kill_at } => Some(kill_at),
             Phase::Killed => None,
@@ -244,7 +255,21 @@ impl Supervisor<'_> {
     /// so that even the SIGKILL comes before the lease could end.
     fn stop_at(&self) -> Instant {
         let early = grace(self.lease) + margin(self.lease);
-        self.lease_end.checked_sub(early).unwrap_or(self.lease_end)
+        let by_lease = self.lease_end.checked_sub(early).unwrap_or(self.lease_end);
+        match self.vouched {
+            // Half of what the agent vouched for is left to stop the command.
+            Some((until, left)) => by_lease.min(until.checked_sub(left / 2).unwrap_or(until)),
+            None => by_lease,
+        }
+    }
+
+    /// The latest the command may still run: the lease's end, or the end of
+    /// what the agent vouched for, less the margin for SIGKILL to act.
+    fn hard_end(&self) -> Instant {
+        let end = self
+            .vouched
+            .map_or(self.lease_end, |(v, _)| v.min(self.lease_end));
+        end.checked_sub(margin(self.lease)).unwrap_or(end)
     }
 
     fn on_timers(&mut self) {
@@ -263,6 +288,17 @@ impl Supervisor<'_> {
                     Err(e) => {
                         self.socket_open = false;
                         self.lose(&format!("cannot renew the lease: {e}"));
+                    }
+                }
+            }
+            Phase::Holding if self.alive.is_none() && now >= self.next_alive => {
+                let tag = self.client.new_tag();
+                let ping = Message::new("ALIVE").with("serial", tag.to_string());
+                match self.client.send(&ping) {
+                    Ok(()) => self.alive = Some((tag, now)),
+                    Err(e) => {
+                        self.socket_open = false;
+                        self.lose(&format!("cannot reach the agent: {e}"));
                     }
                 }
             }
@@ -334,6 +370,24 @@ impl Supervisor<'_> {
                 };
             }
         }
+        if msg.command == "ABSOLUTELY" {
+            let serial = msg.get_str("serial").and_then(|s| s.parse::<i64>().ok());
+            if let Some((want, sent)) = self.alive {
+                if serial == Some(want) {
+                    self.alive = None;
+                    // One computer alone says nothing: its lease is the limit.
+                    // A cluster agent vouches for a while; ask again well
+                    // before that runs out.
+                    let Some(left) = msg.get("valid_for").and_then(parse_secs) else {
+                        self.next_alive = sent + self.lease / 3;
+                        return None;
+                    };
+                    self.vouched = Some((sent + left, left));
+                    self.next_alive = sent + (left / 5).max(Duration::from_millis(100));
+                }
+            }
+            return None;
+        }
         let about_ours = msg.get("object_name") == Some(self.name);
         match msg.command.as_str() {
             "UNLOCKED" | "LOCKFAILED" if about_ours => {
@@ -363,7 +417,7 @@ impl Supervisor<'_> {
         );
         self.signal_child(Signal::SIGTERM);
         self.phase = Phase::Stopping {
-            kill_at: clock::monotonic() + grace(self.lease),
+            kill_at: (clock::monotonic() + grace(self.lease)).min(self.hard_end()),
         };
     }
 
@@ -386,6 +440,13 @@ impl Supervisor<'_> {
             Phase::Stopping { .. } | Phase::Killed => exit::LOST,
         }
     }
+}
+
+/// A duration in seconds as the protocol writes it (`1.5`).
+fn parse_secs(v: &[u8]) -> Option<Duration> {
+    let s = std::str::from_utf8(v).ok()?;
+    let secs: f64 = s.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)))
 }
 
 /// `d` in whole milliseconds, rounded up so poll never wakes before it.

@@ -309,7 +309,14 @@ impl Core {
         let mut floor = 0;
         for r in reports.values() {
             floor = floor.max(r.floor);
-            for t in &r.leader {
+            // Older tables were superseded by E_max's state (or, when that
+            // is not known, by the lock-delay).
+            let tables = if r.ready_epoch == e_max {
+                &r.leader[..]
+            } else {
+                &[]
+            };
+            for t in tables {
                 // The home is the authority on its own clients.
                 if reports.contains_key(&t.home) && !has.contains(&(t.home.clone(), t.req)) {
                     continue;

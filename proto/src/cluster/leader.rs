@@ -429,6 +429,16 @@ impl Core {
             }
         }
         let home: Id = t.home.clone();
+        if let (Some(oh), Ok(or)) = (msg.get_str("other_home"), u64_of(msg, "other_req")) {
+            let known = l
+                .objects
+                .get(object)
+                .is_some_and(|o| o.find(oh, or).is_some());
+            if !known {
+                let m = ticket_msg("DROPTICKET", self.cluster.epoch, object, oh, or);
+                self.post(from, m);
+            }
+        }
         self.try_grant(now, &name, &home, req);
         Ok(())
     }
@@ -524,6 +534,7 @@ impl Core {
         let l = self.cluster.leading.as_mut().expect("ready leader");
         let delayed = l.delay_until.is_some_and(|d| now.mono < d);
         let mut ok = false;
+        let mut other = None;
         if let Some(o) = l.objects.get_mut(object) {
             if let Some(pos) = o.find(home, req) {
                 let compatible = plant == Plant::DoubleVote || may_also_hold(o, pos);
@@ -531,6 +542,12 @@ impl Core {
                     o.tickets[pos].state = LState::Held { fence };
                     o.last_fence = o.last_fence.max(fence);
                     ok = true;
+                } else if !compatible {
+                    other = o
+                        .tickets
+                        .iter()
+                        .find(|t| t.req != req && matches!(t.state, LState::Held { .. }))
+                        .map(|t| (t.home.clone(), t.req));
                 }
             }
         }
@@ -538,6 +555,12 @@ impl Core {
         let mut m = ticket_msg("LOCKACTIVATED", self.cluster.epoch, object, home, req);
         m.set_u64("fence", fence);
         m.set("ok", if ok { "true" } else { "false" });
+        if let Some((h, r)) = other {
+            // Which vote stands in the way (snaplock's other_key): the owner
+            // drops it if it no longer knows that ticket.
+            m.set("other_home", &*h);
+            m.set_u64("other_req", r);
+        }
         self.post(from, m);
         Ok(())
     }

@@ -135,6 +135,15 @@ impl Core {
                     }
                 }
                 reply.set("reply_timestamp", now.wall.to_wire());
+                if self.cluster.multi {
+                    // How long this agent's locks are guaranteed from now:
+                    // a holder that hears nothing newer must stop by then
+                    // (docs/cluster.md: the holder's side of the lease).
+                    let left = self.cluster.last_ok.map_or(std::time::Duration::ZERO, |t| {
+                        (t + self.cluster.cfg.grace).saturating_since(now.mono)
+                    });
+                    reply.set("valid_for", crate::time::duration_to_wire(left));
+                }
                 self.reply(client, reply);
             }
             other => {
