@@ -335,6 +335,12 @@ impl Core {
         let object = &self.table.objects[&name];
         let t = &object.tickets[object.position(id).expect("found")];
         let key = t.key.clone();
+        if self.cluster.multi && t.state.is_held() && !self.is_ready() {
+            // Out of contact with the leaders: this agent is about to
+            // revoke, so it promises nothing longer.
+            let why = Refusal::new("unavailable", "no contact with a majority of leaders");
+            return self.refuse(client, &target, Some(&key), &why);
+        }
         match t.state {
             // A late shell may not have run the lease's timer yet: the lease
             // ended all the same, and that timer will say so.
