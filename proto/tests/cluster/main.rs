@@ -120,3 +120,74 @@ fn a_killed_leader_is_replaced_and_held_locks_stay_exclusive() {
     let f2: u64 = got.get_str("fence").unwrap().parse().unwrap();
     assert!(f2 > f1);
 }
+
+#[test]
+fn an_agent_cut_off_from_the_leaders_revokes_its_holders_and_the_lock_moves_on() {
+    let mut net = Net::new(5, 6);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let leaders = net.info(0).get_str("leaders").unwrap().to_owned();
+    let home = (0..5)
+        .find(|i| !leaders.contains(&format!("node{i}")))
+        .expect("a non-leader");
+    let other = (0..5).find(|i| *i != home).unwrap();
+    let a = net.open(home);
+    net.send(a, "LOCK object_name=r;duration=600");
+    let held = net.wait_reply(a, Duration::from_secs(1)).unwrap();
+    assert_eq!(held.command, "LOCKED");
+    net.send(a, "ALIVE serial=1");
+    let alive = net.wait_reply(a, Duration::from_secs(1)).unwrap();
+    let vouched: f64 = alive.get_str("valid_for").unwrap().parse().unwrap();
+    assert!(vouched > 4.0 && vouched <= 5.0, "{alive}");
+    let b = net.open(other);
+    net.send(b, "LOCK object_name=r;duration=60;timeout=1800000500");
+    for j in 0..5 {
+        if j != home {
+            net.cut(home, j);
+        }
+    }
+    // The holder hears it lost the lock, within the grace (5 s)...
+    let lost = net.wait_reply(a, Duration::from_secs(6)).expect("revoked");
+    assert_eq!(lost.command, "UNLOCKED", "{lost}");
+    assert_eq!(lost.get_str("error"), Some("lost"));
+    // ...and only after that may another agent's client get the object.
+    let got = net
+        .wait_reply(b, Duration::from_secs(10))
+        .expect("moved on");
+    assert_eq!(got.command, "LOCKED", "{got}");
+    // Healed, the cut-off agent serves its clients again.
+    for j in 0..5 {
+        if j != home {
+            net.join(home, j);
+        }
+    }
+    net.run_until(Duration::from_secs(10), |n| n.all_ready());
+    net.send(a, "LOCK object_name=r2");
+    let again = net
+        .wait_reply(a, Duration::from_secs(2))
+        .expect("served again");
+    assert_eq!(again.command, "LOCKED", "{again}");
+}
+
+#[test]
+fn losing_two_of_three_leaders_of_five_waits_the_lock_delay_before_any_grant() {
+    let mut net = Net::new(5, 7);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let leaders = net.info(0).get_str("leaders").unwrap().to_owned();
+    let victims: Vec<usize> = (0..5)
+        .filter(|i| leaders.contains(&format!("node{i}")))
+        .take(2)
+        .collect();
+    let survivor = (0..5).find(|i| !victims.contains(i)).unwrap();
+    let c = net.open(survivor);
+    for v in &victims {
+        net.crash(*v);
+    }
+    net.send(c, "LOCK object_name=fresh;timeout=1800000500");
+    // Nobody can know what the two lost leaders granted last: nothing is
+    // granted before the lock-delay (about 11 s with the defaults).
+    assert!(net.wait_reply(c, Duration::from_secs(9)).is_none());
+    let got = net
+        .wait_reply(c, Duration::from_secs(10))
+        .expect("granted after the delay");
+    assert_eq!(got.command, "LOCKED", "{got}");
+}

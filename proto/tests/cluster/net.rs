@@ -271,6 +271,25 @@ impl Net {
         self.cores[i] = None;
     }
 
+    /// Breaks the link between `i` and `j` (both see it go down).
+    pub fn cut(&mut self, i: usize, j: usize) {
+        let p = self
+            .links
+            .iter()
+            .find(|((n, _), (m, _))| *n == i && *m == j)
+            .map(|((_, p), _)| *p);
+        if let Some(p) = p {
+            self.break_link(i, p);
+        }
+    }
+
+    /// Links `i` and `j` again.
+    pub fn join(&mut self, i: usize, j: usize) {
+        if self.cores[i].is_some() && self.cores[j].is_some() {
+            self.connect(i, j);
+        }
+    }
+
     pub fn restart(&mut self, i: usize) {
         let core = self.make(i);
         self.cores[i] = Some(core);
