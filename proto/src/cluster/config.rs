@@ -97,6 +97,15 @@ impl ClusterConfig {
         if self.drift_ppm >= 100_000 {
             return Err("clock_drift must be under 10%".to_owned());
         }
+        if let Some(listen) = self.listen {
+            if listen.ip().is_unspecified() || listen.port() == 0 {
+                // Peers name each other by this address (B20: every agent
+                // on 0.0.0.0 would be the same computer to the others).
+                return Err(format!(
+                    "listen {listen}: must be the address and port the other computers reach this one at"
+                ));
+            }
+        }
         if self.listen.is_none() && self.neighbors.len() > 1 {
             return Err(
                 "neighbors names other computers but there is no listen address".to_owned(),
@@ -138,5 +147,42 @@ pub fn addr_key(a: SocketAddr) -> (u8, [u8; 16], u16) {
     match a {
         SocketAddr::V4(v4) => (4, v4.ip().to_ipv6_mapped().octets(), v4.port()),
         SocketAddr::V6(v6) => (6, v6.ip().octets(), v6.port()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_order_as_numbers_not_as_text() {
+        let a: SocketAddr = "10.0.0.2:4040".parse().unwrap();
+        let b: SocketAddr = "10.0.0.10:4040".parse().unwrap();
+        assert!(addr_key(a) < addr_key(b), "B20: 10.0.0.2 < 10.0.0.10");
+        let p: SocketAddr = "10.0.0.2:900".parse().unwrap();
+        assert!(addr_key(p) < addr_key(a));
+    }
+
+    #[test]
+    fn an_unspecified_listen_address_is_refused() {
+        let cfg = ClusterConfig {
+            listen: Some("0.0.0.0:4040".parse().unwrap()),
+            ..ClusterConfig::default()
+        };
+        let err = cfg.validate().unwrap_err();
+        assert!(err.contains("listen 0.0.0.0:4040"), "{err}");
+    }
+
+    #[test]
+    fn stretch_and_lock_delay_follow_the_drift_bound() {
+        let cfg = ClusterConfig::default();
+        // (1.01 / 0.99) * 1 s, rounded up to the microsecond.
+        assert_eq!(cfg.stretch(Duration::from_secs(1)), Duration::from_micros(1_020_203));
+        let exact = ClusterConfig {
+            drift_ppm: 0,
+            ..ClusterConfig::default()
+        };
+        assert_eq!(exact.lock_delay(), Duration::from_millis(2000 + 5000 + 250));
+        assert!(cfg.lock_delay() > exact.lock_delay());
     }
 }
