@@ -38,6 +38,10 @@ const KEY_OPTIONS: &[(&str, &str)] = &[
     ("server-name", "server_name"),
     ("candidate-priority", "candidate_priority"),
     ("secret-file", "secret_file"),
+    ("cluster-name", "cluster_name"),
+    ("peer-timeout", "peer_timeout"),
+    ("grace", "grace"),
+    ("clock-drift", "clock_drift"),
     ("log-level", "log_level"),
 ];
 
@@ -80,6 +84,30 @@ pub fn make_opts() -> getopts::Options {
         "secret-file",
         "file holding the cluster's shared secret",
         "FILE",
+    );
+    opts.optopt(
+        "",
+        "cluster-name",
+        "the cluster's name, the same on every agent of it (default: snaplock)",
+        "NAME",
+    );
+    opts.optopt(
+        "",
+        "peer-timeout",
+        "seconds of silence after which a peer counts as gone (default: 2)",
+        "SECS",
+    );
+    opts.optopt(
+        "",
+        "grace",
+        "seconds without a majority of leaders before local locks are given up (default: 5)",
+        "SECS",
+    );
+    opts.optopt(
+        "",
+        "clock-drift",
+        "largest clock rate error between two computers, in percent (default: 1)",
+        "PERCENT",
     );
     opts.optopt(
         "",

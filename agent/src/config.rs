@@ -7,16 +7,20 @@
 //!
 //! [`build`] merges the file with the options (options win), fills in the
 //! defaults from the [`Environment`] and checks what only makes sense as a
-//! whole (the cluster this version can run, the socket path).
+//! whole (the cluster's members, secret and timings, the socket path).
 
 use std::ffi::OsString;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use log::LevelFilter;
+use snaplock_proto::ClusterConfig;
 use snaplock_proto::paths::{self, SocketSources};
 use snaplock_proto::wire::is_valid_name;
+
+use crate::peers::{self, secret::Secret};
 
 /// Where the packaged configuration lives.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/snaplock/snaplock.conf";
@@ -27,10 +31,14 @@ pub const KEYS: &[&str] = &[
     "socket",
     "socket_group",
     "socket_mode",
+    "cluster_name",
     "listen",
     "neighbors",
     "candidate_priority",
     "secret_file",
+    "peer_timeout",
+    "grace",
+    "clock_drift",
     "max_clients",
     "max_tickets_per_object",
     "max_tickets",
@@ -49,6 +57,15 @@ const MAX_TICKETS_PER_OBJECT_RANGE: (usize, usize) = (1, 1_000_000);
 const MAX_TICKETS_RANGE: (usize, usize) = (1, 100_000_000);
 /// The range of `busy_poll`, in microseconds.
 pub const BUSY_POLL_RANGE: (usize, usize) = (0, 1000);
+/// The range of `peer_timeout`, in milliseconds: at least two of the
+/// core's 250 ms ping intervals.
+pub const PEER_TIMEOUT_RANGE_MS: (u64, u64) = (500, 60_000);
+/// The range of `grace`, in milliseconds.
+pub const GRACE_RANGE_MS: (u64, u64) = (500, 3_600_000);
+/// `clock_drift` must stay under this many parts per million (10 %).
+pub const CLOCK_DRIFT_LIMIT_PPM: u64 = 100_000;
+/// The default `cluster_name`.
+pub const DEFAULT_CLUSTER_NAME: &str = "snaplock";
 
 /// A configuration that cannot be used; the message says where and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +118,8 @@ pub struct Settings {
     pub socket_group: Option<GroupSpec>,
     /// `socket_mode`.
     pub socket_mode: Option<u32>,
+    /// `cluster_name`.
+    pub cluster_name: Option<String>,
     /// `listen`.
     pub listen: Option<SocketAddr>,
     /// `neighbors`.
@@ -109,6 +128,12 @@ pub struct Settings {
     pub candidate_priority: Option<Priority>,
     /// `secret_file`.
     pub secret_file: Option<PathBuf>,
+    /// `peer_timeout`.
+    pub peer_timeout: Option<Duration>,
+    /// `grace`.
+    pub grace: Option<Duration>,
+    /// `clock_drift`, in parts per million.
+    pub clock_drift: Option<u32>,
     /// `max_clients`.
     pub max_clients: Option<usize>,
     /// `max_tickets_per_object`.
@@ -130,14 +155,20 @@ impl Settings {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), KeyError> {
         let value = value.trim();
         let bad = |why: &str| KeyError::Invalid(format!("{key}={value:?}: {why}"));
+        const NAME_RULE: &str =
+            "must be 1 to 64 ASCII letters, digits or '_', not starting with a digit";
         match key {
             "server_name" => {
                 if !is_valid_name(value.as_bytes()) {
-                    return Err(bad(
-                        "must be 1 to 64 ASCII letters, digits or '_', not starting with a digit",
-                    ));
+                    return Err(bad(NAME_RULE));
                 }
                 self.server_name = Some(value.to_owned());
+            }
+            "cluster_name" => {
+                if !is_valid_name(value.as_bytes()) {
+                    return Err(bad(NAME_RULE));
+                }
+                self.cluster_name = Some(value.to_owned());
             }
             "socket" => self.socket = non_empty(value).map(PathBuf::from),
             "socket_group" => {
@@ -182,6 +213,38 @@ impl Settings {
                 });
             }
             "secret_file" => self.secret_file = non_empty(value).map(PathBuf::from),
+            "peer_timeout" | "grace" => {
+                let (min, max) = if key == "grace" {
+                    GRACE_RANGE_MS
+                } else {
+                    PEER_TIMEOUT_RANGE_MS
+                };
+                let ms = match decimal(value, 3) {
+                    Some(ms) if (min..=max).contains(&ms) => ms,
+                    _ => {
+                        return Err(bad(&format!(
+                            "must be a number of seconds from {} to {} (at most 3 decimals)",
+                            min as f64 / 1000.0,
+                            max as f64 / 1000.0
+                        )));
+                    }
+                };
+                let d = Some(Duration::from_millis(ms));
+                if key == "grace" {
+                    self.grace = d;
+                } else {
+                    self.peer_timeout = d;
+                }
+            }
+            "clock_drift" => match decimal(value, 4) {
+                // 4 decimals of a percent are exactly parts per million.
+                Some(ppm) if ppm < CLOCK_DRIFT_LIMIT_PPM => self.clock_drift = Some(ppm as u32),
+                _ => {
+                    return Err(bad(
+                        "must be a percentage from 0 to under 10, such as 1 or 0.5 (at most 4 decimals)",
+                    ));
+                }
+            },
             "max_clients" => {
                 self.max_clients = Some(number(value, MAX_CLIENTS_RANGE, "").map_err(|w| bad(&w))?)
             }
@@ -222,10 +285,14 @@ impl Settings {
             socket: over.socket.or(self.socket),
             socket_group: over.socket_group.or(self.socket_group),
             socket_mode: over.socket_mode.or(self.socket_mode),
+            cluster_name: over.cluster_name.or(self.cluster_name),
             listen: over.listen.or(self.listen),
             neighbors: over.neighbors.or(self.neighbors),
             candidate_priority: over.candidate_priority.or(self.candidate_priority),
             secret_file: over.secret_file.or(self.secret_file),
+            peer_timeout: over.peer_timeout.or(self.peer_timeout),
+            grace: over.grace.or(self.grace),
+            clock_drift: over.clock_drift.or(self.clock_drift),
             max_clients: over.max_clients.or(self.max_clients),
             max_tickets_per_object: over.max_tickets_per_object.or(self.max_tickets_per_object),
             max_tickets: over.max_tickets.or(self.max_tickets),
@@ -243,6 +310,29 @@ fn non_empty(v: &str) -> Option<&str> {
 
 fn parse_addr(v: &str) -> Result<SocketAddr, ()> {
     v.parse::<SocketAddr>().map_err(|_| ())
+}
+
+/// `I` or `I.F` with at most `decimals` digits in `F`, scaled by
+/// 10^`decimals`: exact, unlike a float.
+fn decimal(v: &str, decimals: u32) -> Option<u64> {
+    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !digits(int) || !digits(frac) || frac.len() > decimals as usize {
+        return None;
+    }
+    if v.ends_with('.') {
+        return None;
+    }
+    let scale = 10u64.pow(decimals);
+    let frac_scaled = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().ok()? * 10u64.pow(decimals - frac.len() as u32)
+    };
+    int.parse::<u64>()
+        .ok()?
+        .checked_mul(scale)?
+        .checked_add(frac_scaled)
 }
 
 fn number(v: &str, (min, max): (usize, usize), unit: &str) -> Result<usize, String> {
@@ -389,13 +479,12 @@ pub struct AgentConfig {
     pub socket_group: Option<u32>,
     /// The socket's permission bits.
     pub socket_mode: u32,
-    /// The TCP address for peers (accepted and checked; not served yet).
-    pub listen: Option<SocketAddr>,
-    /// The cluster's computers, this one included.
-    pub neighbors: Vec<SocketAddr>,
-    /// Election priority.
-    pub candidate_priority: Priority,
-    /// The cluster's shared secret.
+    /// The cluster's name, checked in every peer handshake. The rest of
+    /// the cluster's settings (`listen`, `neighbors`, the priority, the
+    /// timings) are the core's: `core.cluster`.
+    pub cluster_name: String,
+    /// The file of the cluster's shared secret; read when the agent
+    /// starts. Without it, only loopback peers may link up.
     pub secret_file: Option<PathBuf>,
     /// Longest request line, in bytes; longer: `INVALID` and closed.
     pub max_line_length: usize,
@@ -403,7 +492,7 @@ pub struct AgentConfig {
     pub max_pending_output: usize,
     /// How long the loop keeps polling without sleeping after it served
     /// something (0: it sleeps at once).
-    pub busy_poll: std::time::Duration,
+    pub busy_poll: Duration,
     /// The log level at start.
     pub log_level: LevelFilter,
     /// Where the log level comes from on `SIGHUP`.
@@ -422,13 +511,11 @@ impl AgentConfig {
             private_socket_dir: false,
             socket_group: None,
             socket_mode: 0o660,
-            listen: None,
-            neighbors: Vec::new(),
-            candidate_priority: Priority::Level(14),
+            cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             secret_file: None,
             max_line_length: 65_536,
             max_pending_output: 4 << 20,
-            busy_poll: std::time::Duration::ZERO,
+            busy_poll: Duration::ZERO,
             log_level: LevelFilter::Info,
             log_source: LogSource::default(),
             notify_socket: None,
@@ -454,6 +541,11 @@ pub fn server_name_from_hostname(hostname: &str) -> Result<String, ConfigError> 
              file or use --server-name"
         )))
     }
+}
+
+/// `1.5 s`: a duration as the keys write it.
+fn seconds(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
 }
 
 /// Looks a group up by name, or takes a gid as is.
@@ -492,27 +584,38 @@ pub fn build(
         },
     };
     let neighbors = s.neighbors.unwrap_or_default();
-    let others: Vec<String> = neighbors
-        .iter()
-        .filter(|a| Some(**a) != s.listen)
-        .map(ToString::to_string)
-        .collect();
-    if !others.is_empty() {
+    let has_secret = match &s.secret_file {
+        Some(path) => {
+            Secret::load(path).map_err(ConfigError)?;
+            true
+        }
+        None => false,
+    };
+    peers::check_members(s.listen, &neighbors, has_secret).map_err(ConfigError)?;
+    let cluster_defaults = ClusterConfig::default();
+    let peer_timeout = s.peer_timeout.unwrap_or(cluster_defaults.peer_timeout);
+    let grace = s.grace.unwrap_or(cluster_defaults.grace);
+    if grace < peer_timeout {
         return Err(ConfigError(format!(
-            "neighbors= names {}: multi-computer clusters are not available in this version of snaplockd; \
-             it runs the single-computer cluster only (leave neighbors= empty, or list only this computer's \
-             own listen= address)",
-            others.join(", ")
+            "grace={} is shorter than peer_timeout={}: an agent must not give its clients' locks up \
+             before it could even tell that its peers are gone",
+            seconds(grace),
+            seconds(peer_timeout)
         )));
     }
-    if let Some(path) = &s.secret_file {
-        std::fs::File::open(path).map_err(|e| {
-            ConfigError(format!(
-                "secret_file={}: cannot read it: {e}",
-                path.display()
-            ))
-        })?;
-    }
+    let cluster = ClusterConfig {
+        listen: s.listen,
+        neighbors,
+        candidate_priority: match s.candidate_priority {
+            None => cluster_defaults.candidate_priority,
+            Some(Priority::Level(p)) => Some(p),
+            Some(Priority::Off) => None,
+        },
+        drift_ppm: s.clock_drift.unwrap_or(cluster_defaults.drift_ppm),
+        peer_timeout,
+        grace,
+        ..cluster_defaults
+    };
     let socket_group = s.socket_group.as_ref().map(resolve_group).transpose()?;
     let private_dir = PathBuf::from(format!("/tmp/snaplock-{}", env.uid)).join(paths::SOCKET_NAME);
     let socket = paths::resolve_socket(&SocketSources {
@@ -530,6 +633,7 @@ pub fn build(
             .max_tickets_per_object
             .unwrap_or(defaults.core.max_tickets_per_object),
         max_tickets: s.max_tickets.unwrap_or(defaults.core.max_tickets),
+        cluster,
         ..defaults.core
     };
     core.validate().map_err(ConfigError)?;
@@ -539,15 +643,13 @@ pub fn build(
         socket,
         socket_group,
         socket_mode: s.socket_mode.unwrap_or(defaults.socket_mode),
-        listen: s.listen,
-        neighbors,
-        candidate_priority: s.candidate_priority.unwrap_or(defaults.candidate_priority),
+        cluster_name: s.cluster_name.unwrap_or(defaults.cluster_name),
         secret_file: s.secret_file,
         max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
         max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
-        busy_poll: s.busy_poll.map_or(defaults.busy_poll, |us| {
-            std::time::Duration::from_micros(us as u64)
-        }),
+        busy_poll: s
+            .busy_poll
+            .map_or(defaults.busy_poll, |us| Duration::from_micros(us as u64)),
         log_level: s.log_level.unwrap_or(defaults.log_level),
         log_source,
         notify_socket: env.notify_socket.clone(),

@@ -3,13 +3,17 @@
 //! One iteration:
 //!
 //! ```text
-//! poll (until the earliest of: core timer, accept pause, linger, stop deadline)
+//! poll (until the earliest of: core timer, accept pause, linger, stop deadline, dial, handshake deadline)
 //! now = clock.now()                                  -- one `now` for the whole iteration
-//! for each event: accept / read signals / read lines -> core.handle_input -> drain
+//! for each event: accept / read signals / read lines / peer links -> core.handle_input -> drain
 //! read again where the per-iteration read budget ran out; resume accepting
+//! dial peers that are due, end handshakes that took too long -> drain
 //! core.handle_timeout(now) -> drain
-//! flush every connection with new replies (one write each), close the finished ones
+//! flush every connection and link with new lines (one write each), close the finished ones
 //! ```
+//!
+//! Peer links ([`crate::peers`]) live in the same loop: their inputs reach
+//! the core through the same `drain`, in the order they happened.
 //!
 //! `drain` appends each reply to its connection's buffer; nothing is written
 //! until the end of the iteration, so replies produced by one wake-up leave
@@ -34,6 +38,7 @@ use crate::config::{AgentConfig, LogSource};
 use crate::conn::{Conn, FlushOutcome, ReadOutcome};
 use crate::listen::{self, SocketFile};
 use crate::notify::Notifier;
+use crate::peers::{self, Peers};
 use crate::signals::{self, Signals};
 use crate::{AgentError, AgentHandle, Control};
 
@@ -144,6 +149,7 @@ pub(crate) struct EventLoop {
     /// `busy_poll`, and when the loop last had an event.
     busy_poll: Duration,
     last_busy: Option<Time>,
+    peers: Peers,
 }
 
 impl EventLoop {
@@ -157,6 +163,18 @@ impl EventLoop {
         } else {
             None
         };
+        let mut cfg = cfg;
+        let seed = peers::urandom::<40>().map_err(|source| AgentError::Io {
+            context: "cannot read /dev/urandom".into(),
+            source,
+        })?;
+        let (core_seed, peer_seed) = seed.split_at(8);
+        if cfg.core.cluster.seed == 0 {
+            cfg.core.cluster.seed = u64::from_le_bytes(core_seed.try_into().expect("8 bytes"));
+        }
+        if cfg.core.cluster.pid == 0 {
+            cfg.core.cluster.pid = std::process::id();
+        }
         cfg.core.validate().map_err(AgentError::Config)?;
         match listen::raise_nofile_limit() {
             Ok((soft, hard)) if soft < hard => {
@@ -164,11 +182,6 @@ impl EventLoop {
             }
             Ok((_, hard)) => log::info!("open file limit: {hard}"),
             Err(e) => log::warn!("cannot raise the open file limit: {e}"),
-        }
-        if let Some(addr) = cfg.listen {
-            log::info!(
-                "listen={addr} accepted; this version runs the single-computer cluster and opens no peer port"
-            );
         }
         let io_err = |context: &str| {
             let context = context.to_owned();
@@ -200,11 +213,21 @@ impl EventLoop {
                 }
             });
         let clock = Clock::start();
+        let peers = Peers::new(
+            &cfg,
+            poll.registry(),
+            peer_seed.try_into().expect("32 bytes"),
+            clock.now(),
+        )?;
         log::info!(
-            "snaplockd {} serving as {:?} on {} (single-computer cluster)",
+            "snaplockd {} serving as {:?} on {} ({})",
             snaplock_proto::VERSION,
             cfg.core.server_name,
-            socket_file.path().display()
+            socket_file.path().display(),
+            match cfg.core.cluster.members().len() {
+                0 | 1 => "single-computer cluster".to_owned(),
+                n => format!("cluster of {n}"),
+            }
         );
         Ok(EventLoop {
             poll,
@@ -233,6 +256,7 @@ impl EventLoop {
             stop_deadline: None,
             busy_poll: cfg.busy_poll,
             last_busy: None,
+            peers,
         })
     }
 
@@ -274,6 +298,10 @@ impl EventLoop {
                     LISTENER => self.accept(now),
                     SIGNALS => self.read_signals(now),
                     WAKER => {}
+                    peers::LISTENER => self.peers.accept(self.poll.registry(), now),
+                    token if peers::owns(token) => {
+                        self.peers.event(self.poll.registry(), now, token, ev)
+                    }
                     Token(id) => self.conn_event(now, id as u64, ev),
                 }
             }
@@ -281,8 +309,10 @@ impl EventLoop {
                 self.begin_stop(now, "stop requested");
             }
             self.resume(now);
+            self.peers.handle_timeout(self.poll.registry(), now);
+            self.drain(now);
             self.core.handle_timeout(now);
-            self.drain();
+            self.drain(now);
             self.flush_and_close(now);
         };
         if !self.conns.is_empty() {
@@ -298,7 +328,7 @@ impl EventLoop {
     /// How long `poll` may sleep: until the earliest deadline, rounded up
     /// to the millisecond so a timer is never polled for just before it is due.
     fn timeout(&self, now: Now) -> Option<Duration> {
-        if !self.read_again.is_empty() || self.accept_again {
+        if !self.read_again.is_empty() || self.accept_again || self.peers.busy() {
             return Some(Duration::ZERO);
         }
         // `busy_poll`: right after serving, poll without sleeping for a
@@ -318,6 +348,7 @@ impl EventLoop {
             .into_iter()
             .flatten()
             .chain(self.core.poll_timeout())
+            .chain(self.peers.next_deadline())
             .min()?;
         let us = next.saturating_since(now.mono).as_micros();
         Some(
@@ -331,11 +362,26 @@ impl EventLoop {
             log::error!("the core refused an input (a bug in snaplockd): {e}");
             debug_assert!(false, "the core refused an input: {e}");
         }
-        self.drain();
+        self.drain(now);
     }
 
-    /// Routes the core's outputs to the connections' buffers.
-    fn drain(&mut self) {
+    /// Routes the core's outputs to the connections' and links' buffers,
+    /// and hands the core what the links reported meanwhile (a link the
+    /// core closed is reported down), until neither has more.
+    fn drain(&mut self, now: Now) {
+        loop {
+            self.route_outputs(now);
+            let Some(input) = self.peers.next_input() else {
+                return;
+            };
+            if let Err(e) = self.core.handle_input(now, input) {
+                log::error!("the core refused a peer input (a bug in snaplockd): {e}");
+                debug_assert!(false, "the core refused a peer input: {e}");
+            }
+        }
+    }
+
+    fn route_outputs(&mut self, now: Now) {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Reply { client, msg } => {
@@ -376,8 +422,10 @@ impl EventLoop {
                         self.dirty.push(id);
                     }
                 }
-                // No peer link exists yet: nothing to send on.
-                Output::PeerSend { .. } | Output::PeerClose { .. } => {}
+                Output::PeerSend { peer, msg } => {
+                    self.peers.send(self.poll.registry(), now, peer, &msg)
+                }
+                Output::PeerClose { peer } => self.peers.close(self.poll.registry(), now, peer),
             }
         }
     }
@@ -611,8 +659,9 @@ impl EventLoop {
             let _ = self.poll.registry().deregister(&mut listener);
         }
         self.socket_file.remove();
+        self.peers.stop(self.poll.registry());
         self.core.shutdown(now);
-        self.drain();
+        self.drain(now);
         for (&id, conn) in &mut self.conns {
             conn.closing = true;
             if !conn.dirty {
@@ -635,6 +684,7 @@ impl EventLoop {
                 }
             }
         }
+        self.peers.resume(self.poll.registry(), now);
         if self.accept_paused_until.is_some_and(|t| now.mono >= t) {
             self.accept_paused_until = None;
             self.accept_again = true;
@@ -658,6 +708,19 @@ impl EventLoop {
     /// the connections that are finished; closing one may release locks and
     /// so produce replies for others, hence the loop.
     fn flush_and_close(&mut self, now: Now) {
+        loop {
+            self.flush_and_close_clients(now);
+            // Links that fail while writing are reported down, which may
+            // give the core more to say.
+            self.peers.flush(self.poll.registry(), now);
+            self.drain(now);
+            if self.dirty.is_empty() && self.to_close.is_empty() && !self.peers.has_dirty() {
+                return;
+            }
+        }
+    }
+
+    fn flush_and_close_clients(&mut self, now: Now) {
         while !self.dirty.is_empty() || !self.to_close.is_empty() {
             std::mem::swap(&mut self.dirty, &mut self.flushing);
             for i in 0..self.flushing.len() {

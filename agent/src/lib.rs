@@ -32,6 +32,7 @@ mod event_loop;
 pub mod listen;
 pub mod logging;
 pub mod notify;
+pub mod peers;
 pub mod signals;
 
 pub use config::{AgentConfig, ConfigError};

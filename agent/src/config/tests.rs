@@ -59,9 +59,13 @@ log_level=debug
     assert_eq!(cfg.core.max_clients, 100);
     assert_eq!(cfg.core.max_tickets_per_object, 10);
     assert_eq!(cfg.core.max_tickets, 1000);
-    assert_eq!(cfg.busy_poll, std::time::Duration::from_micros(50));
+    assert_eq!(cfg.busy_poll, Duration::from_micros(50));
     assert_eq!(cfg.socket_group, Some(0));
-    assert_eq!(cfg.candidate_priority, Priority::Off);
+    assert_eq!(cfg.core.cluster.candidate_priority, None);
+    assert_eq!(
+        cfg.core.cluster.listen,
+        Some("127.0.0.1:4040".parse().unwrap())
+    );
 }
 
 #[test]
@@ -78,14 +82,19 @@ fn an_empty_file_gives_the_single_computer_defaults() {
     assert!(!cfg.private_socket_dir);
     assert_eq!(cfg.socket_mode, 0o660);
     assert_eq!(cfg.socket_group, None);
-    assert_eq!(cfg.candidate_priority, Priority::Level(14));
+    assert_eq!(cfg.core.cluster.candidate_priority, Some(14));
+    assert_eq!(cfg.cluster_name, "snaplock");
+    assert_eq!(cfg.core.cluster.peer_timeout, Duration::from_secs(2));
+    assert_eq!(cfg.core.cluster.grace, Duration::from_secs(5));
+    assert_eq!(cfg.core.cluster.drift_ppm, 10_000);
     assert_eq!(cfg.core.max_clients, 16_384);
     assert_eq!(cfg.core.max_tickets_per_object, 1_000);
     assert_eq!(cfg.core.max_tickets, 2_000_000);
     assert_eq!(cfg.max_line_length, 65_536);
     assert_eq!(cfg.max_pending_output, 4 << 20);
     assert_eq!(cfg.log_level, LevelFilter::Info);
-    assert!(cfg.neighbors.is_empty() && cfg.listen.is_none());
+    assert!(cfg.core.cluster.neighbors.is_empty() && cfg.core.cluster.listen.is_none());
+    assert_eq!(cfg.secret_file, None);
 }
 
 #[test]
@@ -242,32 +251,112 @@ fn the_default_server_name_is_the_sanitized_host_name() {
 }
 
 #[test]
-fn neighbors_other_than_this_computer_are_refused_clearly() {
+fn loopback_neighbors_make_a_cluster_without_a_secret() {
     let mut s = Settings::default();
-    s.set("neighbors", "127.0.0.1:4040, 127.0.0.2:4040")
-        .unwrap();
+    s.set(
+        "neighbors",
+        "127.0.0.1:4040, 127.0.0.2:4040, 127.0.0.1:4041",
+    )
+    .unwrap();
     s.set("listen", "127.0.0.1:4040").unwrap();
+    s.set("candidate_priority", "3").unwrap();
+    let cfg = build(s, Settings::default(), &env(), LogSource::default()).unwrap();
+    let cluster = &cfg.core.cluster;
+    assert_eq!(cluster.listen, Some("127.0.0.1:4040".parse().unwrap()));
+    assert_eq!(cluster.members().len(), 3);
+    assert!(cluster.is_multi());
+    assert_eq!(cluster.candidate_priority, Some(3));
+}
+
+#[test]
+fn neighbors_on_other_computers_need_a_secret_and_a_listen_address() {
+    let mut s = Settings::default();
+    s.set("neighbors", "192.0.2.1:4040,192.0.2.2:4040").unwrap();
+    s.set("listen", "192.0.2.1:4040").unwrap();
     let e = build(s.clone(), Settings::default(), &env(), LogSource::default())
         .unwrap_err()
         .0;
-    assert!(e.contains("127.0.0.2:4040"), "{e}");
-    assert!(
-        !e.contains("127.0.0.1:4040,"),
-        "its own address is fine: {e}"
-    );
-    assert!(
-        e.contains("multi-computer clusters are not available in this version"),
-        "{e}"
-    );
-    s.set("neighbors", "127.0.0.1:4040").unwrap();
-    build(s, Settings::default(), &env(), LogSource::default())
-        .expect("only itself is a one-computer cluster");
+    assert!(e.contains("needs secret_file="), "{e}");
+    assert!(e.contains("192.0.2.2:4040"), "{e}");
+    let dir = std::env::temp_dir().join(format!("snaplock-config-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    s.set("secret_file", secret.to_str().unwrap()).unwrap();
+    let cfg = build(s.clone(), Settings::default(), &env(), LogSource::default()).unwrap();
+    assert_eq!(cfg.secret_file, Some(secret.clone()));
+    assert_eq!(cfg.core.cluster.members().len(), 2);
+    std::fs::write(&secret, "\n").unwrap();
+    let e = build(s, Settings::default(), &env(), LogSource::default())
+        .unwrap_err()
+        .0;
+    assert!(e.starts_with("secret_file=") && e.contains("empty"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
     let mut no_listen = Settings::default();
     no_listen.set("neighbors", "127.0.0.1:4040").unwrap();
     let e = build(no_listen, Settings::default(), &env(), LogSource::default())
         .unwrap_err()
         .0;
-    assert!(e.contains("multi-computer"), "{e}");
+    assert!(e.contains("listen= is not set"), "{e}");
+}
+
+#[test]
+fn cluster_timings_and_name_reach_the_core_configuration() {
+    let text = "cluster_name=prod_2\npeer_timeout=0.75\ngrace=10\nclock_drift=0.5\n";
+    let s = parse_text("f", text).unwrap();
+    assert_eq!(s.peer_timeout, Some(Duration::from_millis(750)));
+    let cfg = build(s, Settings::default(), &env(), LogSource::default()).unwrap();
+    assert_eq!(cfg.cluster_name, "prod_2");
+    assert_eq!(cfg.core.cluster.peer_timeout, Duration::from_millis(750));
+    assert_eq!(cfg.core.cluster.grace, Duration::from_secs(10));
+    assert_eq!(cfg.core.cluster.drift_ppm, 5_000);
+    let mut options = Settings::default();
+    options.set("clock_drift", "9.9999").unwrap();
+    assert_eq!(options.clock_drift, Some(99_999));
+    options.set("clock_drift", "0").unwrap();
+    assert_eq!(options.clock_drift, Some(0));
+}
+
+#[test]
+fn bad_cluster_settings_name_their_key() {
+    for (text, wanted) in [
+        (
+            "cluster_name=9lives",
+            "cluster_name=\"9lives\": must be 1 to 64",
+        ),
+        ("cluster_name=", "cluster_name=\"\": must be"),
+        (
+            "peer_timeout=0.4",
+            "peer_timeout=\"0.4\": must be a number of seconds from 0.5 to 60",
+        ),
+        ("peer_timeout=1.0001", "peer_timeout=\"1.0001\": must be"),
+        ("peer_timeout=2s", "peer_timeout=\"2s\": must be"),
+        (
+            "grace=0",
+            "grace=\"0\": must be a number of seconds from 0.5 to 3600",
+        ),
+        ("grace=.5", "grace=\".5\": must be"),
+        (
+            "clock_drift=10",
+            "clock_drift=\"10\": must be a percentage from 0 to under 10",
+        ),
+        ("clock_drift=1.", "clock_drift=\"1.\": must be"),
+        ("clock_drift=-1", "clock_drift=\"-1\": must be"),
+    ] {
+        let e = err_of(&format!("\n{text}\n"));
+        assert!(
+            e.starts_with("/etc/snaplock/snaplock.conf:2: ") && e.contains(wanted),
+            "{text}: {e}"
+        );
+    }
+    let s = parse_text("f", "peer_timeout=3\ngrace=2.5\n").unwrap();
+    let e = build(s, Settings::default(), &env(), LogSource::default())
+        .unwrap_err()
+        .0;
+    assert!(
+        e.starts_with("grace=2.5 s is shorter than peer_timeout=3 s"),
+        "{e}"
+    );
 }
 
 #[test]
