@@ -134,6 +134,29 @@ impl Cluster {
         })
     }
 
+    /// Waits until the `n` agents are ready, connected to each other, in
+    /// the same epoch with the same min(3, n) leaders.
+    pub fn wait_converged(&self, n: usize, limit: Duration) {
+        let start = now();
+        loop {
+            let infos: Vec<Message> = (0..n).map(|i| self.wait_connected(i, n, limit)).collect();
+            let same = infos.iter().all(|m| {
+                m.get_str("epoch") == infos[0].get_str("epoch")
+                    && m.get_str("leaders") == infos[0].get_str("leaders")
+            });
+            let leaders = infos[0].get_str("leaders").unwrap_or("").split(',').count();
+            if same && leaders == n.min(3) {
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "no convergence in {limit:?}: {infos:?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// `snaplock-cli --socket <node i> args...`: its standard output.
     pub fn cli(&self, i: usize, args: &[&str]) -> String {
         let cli = PathBuf::from(env!("CARGO_BIN_EXE_snaplockd")).with_file_name("snaplock-cli");
