@@ -23,7 +23,7 @@ if ! cargo fuzz --version 2>/dev/null | grep -qF "$cargo_fuzz_version"; then
 fi
 
 export RUSTC_BOOTSTRAP=1
-targets=(parse framer core)
+targets=(parse framer core peer)
 cargo fuzz build -a -s "$sanitizer"
 
 for target in "${targets[@]}"; do
