@@ -177,7 +177,10 @@ mod tests {
     fn stretch_and_lock_delay_follow_the_drift_bound() {
         let cfg = ClusterConfig::default();
         // (1.01 / 0.99) * 1 s, rounded up to the microsecond.
-        assert_eq!(cfg.stretch(Duration::from_secs(1)), Duration::from_micros(1_020_203));
+        assert_eq!(
+            cfg.stretch(Duration::from_secs(1)),
+            Duration::from_micros(1_020_203)
+        );
         let exact = ClusterConfig {
             drift_ppm: 0,
             ..ClusterConfig::default()

@@ -227,6 +227,29 @@ impl Core {
         }
     }
 
+    /// Forgets what was heard of ids silent for long (agents restarted
+    /// since, with a new id): bounded by the members' restarts otherwise.
+    pub(crate) fn forget_old_ids(&mut self, now: Now) {
+        let c = &mut self.cluster;
+        let keep = c.cfg.stretch(c.cfg.grace) * 4 + c.cfg.peer_timeout;
+        let cutoff = now.mono - keep;
+        let in_use: std::collections::BTreeSet<Id> = c
+            .links
+            .values()
+            .filter_map(|l| l.id.clone())
+            .chain(c.leaders.iter().cloned())
+            .collect();
+        let held = |id: &Id| {
+            c.leading
+                .as_ref()
+                .is_some_and(|l| l.by_home.contains_key(id))
+        };
+        c.heard
+            .retain(|id, t| *t >= cutoff || in_use.contains(id) || held(id));
+        c.contact
+            .retain(|id, k| k.sent >= cutoff || in_use.contains(id));
+    }
+
     /// Whether this agent is an acting leader: ready in its epoch and
     /// answered in it by a quorum (itself included) within `peer_timeout`.
     pub(crate) fn acting(&self, now: Time) -> bool {

@@ -472,6 +472,7 @@ impl Core {
             return;
         }
         self.cluster.next_tick = now.mono + self.cluster.cfg.ping_interval;
+        self.forget_old_ids(now);
         self.ping_all(now);
         self.home_tick(now);
         self.leader_tick(now);
