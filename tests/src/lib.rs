@@ -1,1 +1,2 @@
 //! Helpers shared by snaplock's integration tests and load tools.
+pub mod sim;

@@ -1,0 +1,721 @@
+//! Workload clients: each lives on one computer, talks to that computer's
+//! agent, locks a few hot names and keeps the lease contract.
+//!
+//! ```text
+//! Disconnected ──connect──▶ Idle ──LOCK──▶ Waiting ──LOCKED──▶ Attached
+//!      ▲                     ▲  ▲            │  │                 │
+//!      └──── drop/abandon ───┘  └─LOCKFAILED─┘  └─UNLOCK─▶ Cancelling
+//! ```
+//!
+//! A client **holds** from `LOCKED` until it sends `UNLOCK`, receives
+//! `UNLOCKED`, reaches its lease end (`timeout_date`, on its computer's
+//! clock, which it shares), loses its connection, or outlives what its
+//! agent vouched for: in a cluster it sends `ALIVE` at once and then about
+//! every second, and may go on until each answer's `valid_for` after it
+//! asked (docs/cluster.md, the holder's side). It stays **attached** after
+//! its lease ends, as long as the agent may still count the lock as held
+//! (the unlock_duration), pinging and sometimes sending a late `UNLOCK`, as
+//! a well-behaved program does.
+
+use std::collections::BTreeMap;
+
+use snaplock_proto::time::duration_to_wire;
+use snaplock_proto::wire::Message;
+use snaplock_proto::{ClientId, UnixTime};
+
+use super::checker::{LockSent, Locked, Mode, ReqId};
+use super::rng::Rng;
+use super::world::{Ev, Who, World};
+use super::{MS, SEC};
+
+/// A request must end this long after its deadline at the latest (L1).
+pub const L1_BOUND: u64 = SEC;
+
+/// What a tag of this client's requests was used for.
+#[derive(Clone, Copy, Debug)]
+enum Tag {
+    Lock(ReqId),
+    Unlock(ReqId),
+    Extend(ReqId),
+    /// An `UNLOCK` naming another client's lock (S5).
+    Rogue(ReqId),
+}
+
+/// What the client does when its hold time is up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Act {
+    Unlock,
+    /// Closes the connection while holding.
+    Abandon,
+    /// Lets the lease run out.
+    Ignore,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Plan {
+    act_at: u64,
+    act: Act,
+    extend_at: Option<u64>,
+    late_unlock_at: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum State {
+    Disconnected,
+    Idle,
+    Waiting {
+        req: ReqId,
+        object: usize,
+        unlock: u64,
+        deadline: u64,
+        cancel_at: Option<u64>,
+        drop_at: Option<u64>,
+    },
+    Cancelling {
+        req: ReqId,
+        object: usize,
+        since: u64,
+        deadline: u64,
+    },
+    Attached {
+        req: ReqId,
+        object: usize,
+        unlock: u64,
+        plan: Plan,
+        next_ping: u64,
+        protect_end: u64,
+    },
+}
+
+/// One workload client.
+#[derive(Debug)]
+pub(super) struct Worker {
+    pub node: usize,
+    pub pid: u64,
+    pub uid: u32,
+    pub conn: Option<ClientId>,
+    pub state: State,
+    generation: u64,
+    next_tag: i64,
+    tags: BTreeMap<i64, Tag>,
+    rng: Rng,
+}
+
+fn object_name(object: usize) -> String {
+    format!("hot{object}")
+}
+
+fn parse_u64(msg: &Message, name: &str) -> Option<u64> {
+    msg.get_str(name)?.parse().ok()
+}
+
+impl World {
+    pub(super) fn add_workers(&mut self) {
+        for node in 0..self.nodes.len() {
+            for _ in 0..self.knobs.workers_per_node {
+                let w = self.workers.len();
+                self.workers.push(Worker {
+                    node,
+                    pid: 100 + w as u64,
+                    uid: 1000 + w as u32,
+                    conn: None,
+                    state: State::Disconnected,
+                    generation: 0,
+                    next_tag: 1,
+                    tags: BTreeMap::new(),
+                    rng: self.rng.fork(),
+                });
+                let at = self.workers[w].rng.between(0, SEC);
+                self.arm(w, at);
+            }
+        }
+    }
+
+    /// Sets worker `w`'s one timer (an earlier one no longer counts).
+    fn arm(&mut self, w: usize, at: u64) {
+        let worker = &mut self.workers[w];
+        worker.generation += 1;
+        let generation = worker.generation;
+        self.at(
+            at.max(self.now),
+            Ev::Worker {
+                worker: w,
+                generation,
+            },
+        );
+    }
+
+    fn think(&mut self, w: usize) {
+        let at = self.now + self.workers[w].rng.between(0, 3 * SEC);
+        self.arm(w, at);
+    }
+
+    fn new_tag(&mut self, w: usize, tag: Tag) -> i64 {
+        let worker = &mut self.workers[w];
+        let t = worker.next_tag;
+        worker.next_tag += 1;
+        worker.tags.insert(t, tag);
+        t
+    }
+
+    fn worker_send(&mut self, w: usize, msg: Message) {
+        if let Some(conn) = self.workers[w].conn {
+            self.send(conn, msg);
+        }
+    }
+
+    pub(super) fn worker_timer(&mut self, w: usize, generation: u64) {
+        if self.workers[w].generation != generation {
+            return;
+        }
+        match self.workers[w].state {
+            State::Disconnected => {
+                let (node, uid) = (self.workers[w].node, self.workers[w].uid);
+                match self.open_conn(node, Who::Worker(w), uid) {
+                    Some(conn) => {
+                        self.workers[w].conn = Some(conn);
+                        self.workers[w].state = State::Idle;
+                        self.think(w);
+                    }
+                    None => self.arm(w, self.now + SEC),
+                }
+            }
+            State::Idle => {
+                if self.workers[w].rng.chance(40_000) && self.rogue_unlock(w) {
+                    self.think(w);
+                } else {
+                    self.send_lock(w);
+                }
+            }
+            State::Waiting {
+                req,
+                deadline,
+                cancel_at,
+                drop_at,
+                ..
+            } => {
+                if cancel_at.is_some_and(|c| c <= self.now) {
+                    self.log(|| format!("w{w} cancels {req}"));
+                    let object = match self.workers[w].state {
+                        State::Waiting { object, .. } => object,
+                        _ => unreachable!(),
+                    };
+                    self.send_unlock(w, req, object);
+                    self.workers[w].state = State::Cancelling {
+                        req,
+                        object,
+                        since: self.now,
+                        deadline,
+                    };
+                } else if drop_at.is_some_and(|d| d <= self.now) {
+                    self.log(|| format!("w{w} disconnects while waiting"));
+                    self.disconnect(w);
+                }
+            }
+            State::Cancelling { .. } => {}
+            State::Attached { .. } => self.attached_timer(w),
+        }
+    }
+
+    /// Sends a LOCK with random parameters.
+    fn send_lock(&mut self, w: usize) {
+        let node = self.workers[w].node;
+        let object = self.workers[w].rng.below(self.knobs.objects as u64) as usize;
+        let clock = self.nodes[node].clock;
+        let wall_now = clock.wall_at(self.now);
+        let wait = if self.workers[w].rng.chance(20_000) {
+            0
+        } else {
+            self.workers[w].rng.between(100 * MS, 12 * SEC)
+        };
+        let deadline_wall = wall_now + wait;
+        let deadline = clock.true_at_date(self.now, deadline_wall);
+        let duration = self.workers[w].rng.between(1_000, 30_000) * MS;
+        let unlock = if self.workers[w].rng.chance(300_000) {
+            0
+        } else {
+            self.workers[w].rng.between(0, 10_000) * MS
+        };
+        let req = ReqId(self.next_req);
+        self.next_req += 1;
+        let tag = self.new_tag(w, Tag::Lock(req));
+        let mut msg = Message::new("LOCK")
+            .with("object_name", object_name(object))
+            .with("timeout", UnixTime(deadline_wall).to_wire())
+            .with(
+                "duration",
+                duration_to_wire(std::time::Duration::from_micros(duration)),
+            )
+            .with(
+                "unlock_duration",
+                duration_to_wire(std::time::Duration::from_micros(unlock)),
+            )
+            .with("pid", self.workers[w].pid.to_string())
+            .with("tag", tag.to_string());
+        let mode = if self.workers[w].rng.chance(250_000) {
+            msg.set("mode", "shared");
+            let limit = self
+                .rng
+                .chance(500_000)
+                .then(|| self.workers[w].rng.between(1, 3) as u32);
+            if let Some(l) = limit {
+                msg.set_u64("limit", u64::from(l));
+            }
+            Mode::Shared { limit }
+        } else {
+            match self.workers[w].rng.below(20) {
+                0 | 1 => msg.set("policy", "soft"),
+                2 => {
+                    msg.set("policy", "timed");
+                    let quiet = self.workers[w].rng.between(0, 3_000) * MS;
+                    msg.set(
+                        "quiet",
+                        duration_to_wire(std::time::Duration::from_micros(quiet)),
+                    );
+                }
+                _ => {}
+            }
+            Mode::Exclusive
+        };
+        if self.workers[w].rng.chance(50_000) {
+            msg.set("try", "true");
+        }
+        self.checker.lock_sent(
+            req,
+            LockSent {
+                object: object_name(object).into_bytes(),
+                node,
+                mode,
+                sent_at: self.now,
+                deadline,
+                deadline_slack_ppm: self.deadline_slack_ppm(),
+            },
+        );
+        self.stats.locks += 1;
+        let cancel_at = self
+            .rng
+            .chance(50_000)
+            .then(|| self.now + self.workers[w].rng.between(0, wait));
+        let drop_at = self
+            .rng
+            .chance(30_000)
+            .then(|| self.now + self.workers[w].rng.between(0, wait));
+        self.workers[w].state = State::Waiting {
+            req,
+            object,
+            unlock,
+            deadline,
+            cancel_at,
+            drop_at,
+        };
+        if let Some(at) = [cancel_at, drop_at].into_iter().flatten().min() {
+            self.arm(w, at);
+        }
+        self.at(
+            deadline + L1_BOUND,
+            Ev::Deadline {
+                worker: w,
+                req: req.0,
+            },
+        );
+        self.worker_send(w, msg);
+    }
+
+    fn send_unlock(&mut self, w: usize, req: ReqId, object: usize) {
+        let tag = self.new_tag(w, Tag::Unlock(req));
+        let msg = Message::new("UNLOCK")
+            .with("object_name", object_name(object))
+            .with("pid", self.workers[w].pid.to_string())
+            .with("tag", tag.to_string());
+        self.worker_send(w, msg);
+    }
+
+    /// Names the lock of another client of the same agent in an UNLOCK: the
+    /// agent must refuse it (S5). False when there is nobody to try it on.
+    fn rogue_unlock(&mut self, w: usize) -> bool {
+        let node = self.workers[w].node;
+        let victims: Vec<(ReqId, usize, u64)> = self
+            .workers
+            .iter()
+            .enumerate()
+            .filter(|(v, x)| *v != w && x.node == node)
+            .filter_map(|(_, x)| match x.state {
+                State::Attached { req, object, .. } if self.checker.holding(req, self.now) => {
+                    Some((req, object, x.pid))
+                }
+                _ => None,
+            })
+            .collect();
+        if victims.is_empty() {
+            return false;
+        }
+        let (victim, object, pid) = *self.workers[w].rng.pick(&victims);
+        self.log(|| format!("w{w} tries to unlock {victim} of pid {pid}"));
+        let tag = self.new_tag(w, Tag::Rogue(victim));
+        let msg = Message::new("UNLOCK")
+            .with("object_name", object_name(object))
+            .with("pid", pid.to_string())
+            .with("tag", tag.to_string());
+        self.worker_send(w, msg);
+        true
+    }
+
+    fn disconnect(&mut self, w: usize) {
+        if let Some(conn) = self.workers[w].conn.take() {
+            self.client_close(conn);
+        }
+        self.workers[w].state = State::Disconnected;
+        let at = self.now + self.workers[w].rng.between(100 * MS, 3 * SEC);
+        self.arm(w, at);
+    }
+
+    fn attached_timer(&mut self, w: usize) {
+        let State::Attached {
+            req,
+            object,
+            unlock,
+            mut plan,
+            mut next_ping,
+            protect_end,
+        } = self.workers[w].state
+        else {
+            return;
+        };
+        let now = self.now;
+        if !self.checker.attached(req, now) {
+            // Released, lapsed for want of answers, or past the lease and
+            // its unlock_duration: the client moves on.
+            if self.workers[w].rng.chance(200_000) {
+                self.disconnect(w);
+            } else {
+                self.workers[w].state = State::Idle;
+                self.think(w);
+            }
+            return;
+        }
+        if next_ping <= now {
+            self.worker_send(w, Message::new("ALIVE").with("serial", now.to_string()));
+            next_ping = now + SEC;
+        }
+        if plan.extend_at.is_some_and(|e| e <= now) {
+            plan.extend_at = None;
+            if self.checker.holding(req, now) {
+                let tag = self.new_tag(w, Tag::Extend(req));
+                let duration = self.workers[w].rng.between(1_000, 30_000) * MS;
+                let msg = Message::new("EXTEND")
+                    .with("object_name", object_name(object))
+                    .with(
+                        "duration",
+                        duration_to_wire(std::time::Duration::from_micros(duration)),
+                    )
+                    .with("pid", self.workers[w].pid.to_string())
+                    .with("tag", tag.to_string());
+                self.worker_send(w, msg);
+            }
+        }
+        let unlock_now = plan.late_unlock_at.is_some_and(|u| u <= now)
+            || (plan.act == Act::Unlock && plan.act_at <= now);
+        if unlock_now {
+            self.log(|| format!("w{w} unlocks {req}"));
+            self.checker.release(now, req);
+            self.send_unlock(w, req, object);
+            self.workers[w].state = State::Idle;
+            self.think(w);
+            return;
+        }
+        if plan.act == Act::Abandon && plan.act_at <= now {
+            self.log(|| format!("w{w} abandons {req}"));
+            self.checker.release(now, req);
+            self.disconnect(w);
+            return;
+        }
+        self.workers[w].state = State::Attached {
+            req,
+            object,
+            unlock,
+            plan,
+            next_ping,
+            protect_end,
+        };
+        let mut next = next_ping.min(protect_end);
+        for t in [plan.extend_at, plan.late_unlock_at].into_iter().flatten() {
+            next = next.min(t);
+        }
+        if plan.act != Act::Ignore {
+            next = next.min(plan.act_at);
+        }
+        self.arm(w, next.max(now));
+    }
+
+    pub(super) fn worker_recv(&mut self, w: usize, conn: ClientId, msg: Message) {
+        if self.workers[w].conn != Some(conn) {
+            return;
+        }
+        let node = self.workers[w].node;
+        let tag = msg
+            .get_str("tag")
+            .and_then(|t| t.parse::<i64>().ok())
+            .and_then(|t| self.workers[w].tags.get(&t).copied());
+        let error = msg.get_str("error").map(str::to_owned);
+        match (msg.command.as_str(), tag) {
+            ("LOCKED", Some(Tag::Lock(req))) => self.worker_locked(w, req, &msg),
+            ("LOCKED", Some(Tag::Extend(req))) => {
+                let Some((fence, date)) = self.fence_and_date(&msg) else {
+                    return;
+                };
+                self.check_quorum_side(node, "an EXTEND's LOCKED");
+                if let State::Attached { req: r, unlock, .. } = self.workers[w].state {
+                    if r == req {
+                        let (lease_end, protect) = self.lease_times(node, date, unlock);
+                        if self.checker.holding(req, self.now) {
+                            if let State::Attached { protect_end, .. } = &mut self.workers[w].state
+                            {
+                                *protect_end = protect;
+                            }
+                        }
+                        self.checker
+                            .extended(self.now, req, fence, lease_end, protect);
+                    }
+                }
+            }
+            ("LOCKFAILED", Some(Tag::Lock(req))) => {
+                self.checker
+                    .failed(self.now, req, error.as_deref().unwrap_or("?"));
+                match self.workers[w].state {
+                    State::Waiting { req: r, .. } | State::Cancelling { req: r, .. }
+                        if r == req =>
+                    {
+                        self.workers[w].state = State::Idle;
+                        self.think(w);
+                    }
+                    _ => {}
+                }
+            }
+            ("LOCKFAILED", Some(Tag::Extend(_) | Tag::Rogue(_))) => {}
+            ("UNLOCKED", Some(Tag::Lock(req))) => match error.as_deref() {
+                Some("timedout") => {
+                    self.checker.stop(self.now, req);
+                    // A client that let its lease run out sometimes says
+                    // UNLOCK within the unlock_duration, as a polite one does.
+                    let worker = &mut self.workers[w];
+                    if let State::Attached {
+                        req: r,
+                        unlock,
+                        ref mut plan,
+                        ..
+                    } = worker.state
+                    {
+                        if r == req && plan.act == Act::Ignore && plan.late_unlock_at.is_none() {
+                            if worker.rng.chance(500_000) {
+                                plan.late_unlock_at =
+                                    Some(self.now + worker.rng.between(0, unlock));
+                            }
+                            let at = plan.late_unlock_at.unwrap_or(self.now);
+                            self.arm(w, at);
+                        }
+                    }
+                }
+                _ => {
+                    // `lost`, or anything else: the lock is gone.
+                    self.log(|| format!("w{w}: {req} taken back"));
+                    self.checker.release(self.now, req);
+                    if matches!(self.workers[w].state, State::Attached { req: r, .. } if r == req) {
+                        self.workers[w].state = State::Idle;
+                        self.think(w);
+                    }
+                }
+            },
+            ("UNLOCKED", Some(Tag::Unlock(req))) => {
+                if matches!(self.workers[w].state, State::Cancelling { req: r, .. } if r == req) {
+                    self.checker.cancel_acked(req);
+                    self.workers[w].state = State::Idle;
+                    self.think(w);
+                }
+            }
+            ("UNLOCKED", Some(Tag::Rogue(victim))) => {
+                if error.is_none() && self.checker.holding(victim, self.now) {
+                    let what = format!(
+                        "n{node} answered UNLOCKED to w{w}'s UNLOCK of {victim}, held by another client"
+                    );
+                    self.checker.report(self.now, "S5", what);
+                }
+            }
+            ("ABSOLUTELY", None) => self.worker_vouched(w, &msg),
+            ("LOCKFAILED", Some(Tag::Unlock(_))) => {}
+            _ => {
+                let what = format!("n{node} sent w{w} an unexpected {msg}");
+                self.checker.report(self.now, "reply", what);
+            }
+        }
+    }
+
+    /// In a cluster, `ALIVE` is answered with `valid_for`: the holder may
+    /// go on until the `ALIVE` was sent plus that long, unless it hears
+    /// something newer (docs/cluster.md, the holder's side).
+    fn worker_vouched(&mut self, w: usize, msg: &Message) {
+        let State::Attached { req, .. } = self.workers[w].state else {
+            return;
+        };
+        let (Some(sent), Some(valid)) = (
+            parse_u64(msg, "serial"),
+            msg.get("valid_for")
+                .and_then(|v| snaplock_proto::time::parse_duration(v, 86_400)),
+        ) else {
+            return;
+        };
+        let clock = self.nodes[self.workers[w].node].clock;
+        let valid = u64::try_from(valid.as_micros()).expect("a day at most");
+        let until = clock.true_at_mono(clock.mono_at(sent) + valid);
+        self.checker.vouched(self.now, req, until);
+        if let State::Attached { next_ping, .. } = &mut self.workers[w].state {
+            let soon = sent + (valid / 5).max(100 * MS);
+            if soon < *next_ping {
+                *next_ping = soon.max(self.now);
+                let at = *next_ping;
+                self.arm(w, at);
+            }
+        }
+    }
+
+    fn fence_and_date(&mut self, msg: &Message) -> Option<(u64, u64)> {
+        let fence = parse_u64(msg, "fence");
+        let date = msg.get("timeout_date").and_then(UnixTime::from_wire);
+        match (fence, date) {
+            (Some(f), Some(d)) => Some((f, d.0)),
+            _ => {
+                let what = format!("LOCKED without a readable fence or timeout_date: {msg}");
+                self.checker.report(self.now, "reply", what);
+                None
+            }
+        }
+    }
+
+    fn worker_locked(&mut self, w: usize, req: ReqId, msg: &Message) {
+        let node = self.workers[w].node;
+        let Some((fence, date)) = self.fence_and_date(msg) else {
+            return;
+        };
+        self.stats.grants += 1;
+        self.check_quorum_side(node, "a LOCKED");
+        let object = match self.workers[w].state {
+            State::Waiting { object, .. }
+            | State::Cancelling { object, .. }
+            | State::Attached { object, .. } => Some(object),
+            _ => None,
+        };
+        if let Some(object) = object {
+            self.check_backed(object_name(object).as_bytes(), fence);
+        }
+        let unlock = match self.workers[w].state {
+            State::Waiting { unlock, .. } => unlock,
+            _ => 0,
+        };
+        let (lease_end, protect_end) = self.lease_times(node, date, unlock);
+        let locked = Locked {
+            fence,
+            lease_end,
+            protect_end,
+            // One agent alone vouches for its locks as long as it lives; in
+            // a cluster the holder asks at once (ALIVE) how long it may.
+            vouched_until: if self.nodes.len() == 1 {
+                u64::MAX
+            } else {
+                self.now + 1
+            },
+        };
+        self.checker.locked(self.now, req, locked);
+        match self.workers[w].state {
+            State::Waiting {
+                req: r,
+                object,
+                unlock,
+                ..
+            } if r == req => {
+                let lease = lease_end.saturating_sub(self.now);
+                let hold = self.workers[w].rng.between(0, lease + lease / 3);
+                let act = match self.workers[w].rng.below(100) {
+                    0..=74 => Act::Unlock,
+                    75..=81 => Act::Abandon,
+                    _ => Act::Ignore,
+                };
+                let extend_at = self
+                    .rng
+                    .chance(100_000)
+                    .then(|| self.now + self.workers[w].rng.between(0, hold));
+                self.workers[w].state = State::Attached {
+                    req,
+                    object,
+                    unlock,
+                    plan: Plan {
+                        act_at: self.now + hold,
+                        act,
+                        extend_at,
+                        late_unlock_at: None,
+                    },
+                    next_ping: self.now,
+                    protect_end,
+                };
+                self.arm(w, self.now);
+            }
+            // Granted after this client cancelled: it never held it.
+            State::Cancelling { req: r, since, .. } if r == req => {
+                self.checker.release(since, req);
+            }
+            _ => self.checker.release(self.now, req),
+        }
+    }
+
+    pub(super) fn worker_dropped(&mut self, w: usize, conn: ClientId) {
+        if self.workers[w].conn != Some(conn) {
+            return;
+        }
+        if let State::Attached { req, .. } = self.workers[w].state {
+            self.checker.release(self.now, req);
+        }
+        self.workers[w].conn = None;
+        self.workers[w].state = State::Disconnected;
+        let at = self.now + self.workers[w].rng.between(100 * MS, 3 * SEC);
+        self.arm(w, at);
+    }
+
+    /// L1: a request still waiting `L1_BOUND` after its deadline, on an
+    /// agent that has been running since the deadline, never ended.
+    pub(super) fn deadline_check(&mut self, w: usize, req: u64) {
+        let req = ReqId(req);
+        let deadline = match self.workers[w].state {
+            State::Waiting {
+                req: r, deadline, ..
+            }
+            | State::Cancelling {
+                req: r, deadline, ..
+            } if r == req => deadline,
+            _ => return,
+        };
+        if !self.checker.pending(req) {
+            return;
+        }
+        let node = self.workers[w].node;
+        let since = self.nodes[node].running_since;
+        let due = deadline.max(since) + L1_BOUND;
+        if self.running(node) && self.now >= due {
+            let what = format!(
+                "{req} of w{w} on n{node} still waits {} after its deadline",
+                super::checker::secs(self.now - deadline)
+            );
+            self.checker.report(self.now, "L1", what);
+        } else {
+            let at = if self.running(node) {
+                due
+            } else {
+                self.now + SEC
+            };
+            self.at(
+                at,
+                Ev::Deadline {
+                    worker: w,
+                    req: req.0,
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! S6 from the wire: every grant a client sees must be backed by the votes
+//! of a majority of one epoch's leaders, for that grant's own fence.
+//!
+//! The simulator carries every message between agents, so it sees who
+//! announced which leaders for which epoch (`LOCKLEADERS`), who each agent
+//! is (`LOCKSTARTED`), every vote an owner received (`LOCKACTIVATED
+//! ok=true`), and every grant carried into a new epoch's state
+//! (`LOCKTICKETS part=state`, which the collector sends the other leaders:
+//! a majority that installed it backs the grant as votes would). Agents are named by their ids, not by their
+//! computers: a restarted agent has a new id, and votes or leadership of
+//! its former self are never counted for it (S7). Messages this observer
+//! cannot read are ignored: it checks the protocol of docs/cluster.md and
+//! says nothing about messages it does not know.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use snaplock_proto::wire::Message;
+
+/// (epoch, agent id) pairs: who voted, or who installed a state, in which
+/// epoch.
+type Backers = BTreeSet<(u64, String)>;
+
+/// What the wire showed so far.
+#[derive(Debug, Default)]
+pub struct Wire {
+    /// The id of each computer's current agent, once it said it.
+    ids: Vec<Option<String>>,
+    /// Every leader list announced for an epoch (more than one means two
+    /// conductors chose the same epoch).
+    leaders: BTreeMap<u64, BTreeSet<Vec<String>>>,
+    /// (owner id, object, fence) → (epoch, voter id) of every yes vote the
+    /// owner received.
+    votes: BTreeMap<(String, Vec<u8>, u64), Backers>,
+    /// (object, fence) → (epoch, leader id) of every leader that installed a
+    /// state holding that grant (the collector, and the leaders it sent it).
+    states: BTreeMap<(Vec<u8>, u64), Backers>,
+}
+
+fn num(msg: &Message, name: &str) -> Option<u64> {
+    msg.get_str(name)?.parse().ok()
+}
+
+impl Wire {
+    /// An observer of `n` computers.
+    pub fn new(n: usize) -> Wire {
+        Wire {
+            ids: vec![None; n],
+            ..Wire::default()
+        }
+    }
+
+    /// Computer `node`'s agent is gone (it crashed).
+    pub fn forget(&mut self, node: usize) {
+        self.ids[node] = None;
+    }
+
+    /// Computer `node` sent `msg` to a peer.
+    pub fn sent(&mut self, node: usize, msg: &Message) {
+        if msg.command == "LOCKSTARTED" {
+            if let Some(id) = msg.get_str("lockid") {
+                self.ids[node] = Some(id.to_owned());
+            }
+        }
+        self.note_state(node, msg);
+    }
+
+    /// A ticket of an epoch's state (`LOCKTICKETS part=state`) that
+    /// computer `node` sent (as collector) or received (as leader).
+    fn note_state(&mut self, node: usize, msg: &Message) {
+        if msg.command != "LOCKTICKETS" || msg.get("part") != Some(b"state") {
+            return;
+        }
+        let (Some(epoch), Some(fence), Some(object), Some(id)) = (
+            num(msg, "epoch"),
+            num(msg, "fence"),
+            msg.get("object_name"),
+            self.ids[node].clone(),
+        ) else {
+            return;
+        };
+        self.states
+            .entry((object.to_vec(), fence))
+            .or_default()
+            .insert((epoch, id));
+    }
+
+    /// Computer `to` received `msg` from computer `from`. `Err(epoch)` when
+    /// that epoch now has two different leader lists.
+    pub fn received(&mut self, to: usize, from: usize, msg: &Message) -> Result<(), u64> {
+        match msg.command.as_str() {
+            "LOCKLEADERS" => {
+                let Some(epoch) = num(msg, "epoch") else {
+                    return Ok(());
+                };
+                let list: Vec<String> = ["leader0", "leader1", "leader2"]
+                    .iter()
+                    .filter_map(|k| msg.get_str(k).map(str::to_owned))
+                    .collect();
+                if !list.is_empty() {
+                    let lists = self.leaders.entry(epoch).or_default();
+                    lists.insert(list);
+                    if lists.len() > 1 {
+                        return Err(epoch);
+                    }
+                }
+            }
+            "LOCKTICKETS" => self.note_state(to, msg),
+            "LOCKACTIVATED" if msg.get("ok") == Some(b"true") => {
+                let (Some(epoch), Some(fence), Some(object)) =
+                    (num(msg, "epoch"), num(msg, "fence"), msg.get("object_name"))
+                else {
+                    return Ok(());
+                };
+                let (Some(owner), Some(voter)) = (self.ids[to].clone(), self.ids[from].clone())
+                else {
+                    return Ok(());
+                };
+                self.votes
+                    .entry((owner, object.to_vec(), fence))
+                    .or_default()
+                    .insert((epoch, voter));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The leader lists announced for `epoch`.
+    pub fn leaders_of(&self, epoch: u64) -> Vec<Vec<String>> {
+        self.leaders
+            .get(&epoch)
+            .map(|l| l.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether some owner that was a leader of some epoch had yes votes for
+    /// `fence` on `object` from enough of that epoch's leaders, itself
+    /// counted; `Err` says what it had.
+    pub fn backed(&self, object: &[u8], fence: u64) -> Result<(), String> {
+        let mut seen = Vec::new();
+        for ((owner, o, f), votes) in &self.votes {
+            if o != object || *f != fence {
+                continue;
+            }
+            let epochs: BTreeSet<u64> = votes.iter().map(|(e, _)| *e).collect();
+            for epoch in epochs {
+                for list in self.leaders.get(&epoch).into_iter().flatten() {
+                    if !list.contains(owner) {
+                        continue;
+                    }
+                    let mut voters: BTreeSet<&String> = votes
+                        .iter()
+                        .filter(|(e, v)| *e == epoch && list.contains(v))
+                        .map(|(_, v)| v)
+                        .collect();
+                    voters.insert(owner);
+                    if voters.len() > list.len() / 2 {
+                        return Ok(());
+                    }
+                    seen.push(format!(
+                        "epoch {epoch}: {} of {} leaders",
+                        voters.len(),
+                        list.len()
+                    ));
+                }
+            }
+        }
+        // A grant carried into an epoch's state (a ticket its owner had
+        // already voted for when the epoch changed) is backed by the
+        // leaders that installed that state.
+        if let Some(holders) = self.states.get(&(object.to_vec(), fence)) {
+            let epochs: BTreeSet<u64> = holders.iter().map(|(e, _)| *e).collect();
+            for epoch in epochs {
+                for list in self.leaders.get(&epoch).into_iter().flatten() {
+                    let count = holders
+                        .iter()
+                        .filter(|(e, id)| *e == epoch && list.contains(id))
+                        .count();
+                    if count > list.len() / 2 {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        // An epoch with one leader grants on that leader's word alone; its
+        // fences start at the epoch shifted by 20 bits (docs/cluster.md).
+        let alone = self
+            .leaders
+            .get(&(fence >> 20))
+            .is_some_and(|lists| lists.iter().any(|l| l.len() == 1));
+        if alone {
+            return Ok(());
+        }
+        if seen.is_empty() {
+            Err("no yes vote for its fence reached a leader that owns it".to_owned())
+        } else {
+            Err(seen.join("; "))
+        }
+    }
+}

