@@ -16,10 +16,13 @@
 //! `SIM_SEED=<n> cargo test -p snaplock-tests --test sim -- replay --nocapture`.
 
 pub mod checker;
+mod checks;
 mod client;
 pub mod clock;
 mod faults;
+mod links;
 pub mod net;
+mod nodes;
 mod probes;
 pub mod rng;
 pub mod trace;

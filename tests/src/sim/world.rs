@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use snaplock_proto::wire::Message;
-use snaplock_proto::{ClientId, ClusterConfig, Config, Core, Input, Output};
+use snaplock_proto::{ClientId, ClusterConfig, Core, Input, Output};
 
 use super::checker::{Checker, secs};
 use super::client::Worker;
@@ -27,8 +27,6 @@ use super::{Knobs, MS, Options, Report, SEC, Stats};
 /// Most events one run may process: a core that asks to be woken again and
 /// again at the same instant must not hang the test.
 const MAX_EVENTS: u64 = 200_000_000;
-/// Most wake-ups of one core at one instant before that counts as a loop.
-const MAX_WAKES_PER_INSTANT: u32 = 10_000;
 
 /// Something that happens at an instant.
 #[derive(Debug)]
@@ -107,13 +105,13 @@ pub(super) struct Node {
     /// Inputs that reached a paused agent, in order.
     pub pending: VecDeque<Input>,
     /// The earliest `Wake` scheduled for it.
-    wake_at: Option<u64>,
-    wakes_here: (u64, u32),
+    pub wake_at: Option<u64>,
+    pub wakes_here: (u64, u32),
     /// When it last started running (start, restart or resume).
     pub running_since: u64,
     /// Whether its agent descends from the cluster's memory: it ran from
     /// the start, or linked up with an agent that does since it restarted.
-    knows: bool,
+    pub knows: bool,
 }
 
 /// The agent's side of a client connection.
@@ -171,7 +169,7 @@ pub(super) struct World {
     pub faults: FaultState,
     pub stats: Stats,
     pub next_req: u64,
-    stopped: bool,
+    pub stopped: bool,
 }
 
 /// The `listen` address of computer `i`.
@@ -365,46 +363,6 @@ impl World {
         self.net.update_usable(self.now, &running);
     }
 
-    /// A fresh core for computer `i` (start or restart: nothing remembered).
-    pub fn start_core(&mut self, i: usize) {
-        let members: Vec<SocketAddr> = self.nodes.iter().map(|n| n.addr).collect();
-        let mut cluster = self.cluster.clone();
-        cluster.seed = self.core_rng.next_u64();
-        cluster.pid = self.core_rng.between(2, 4_000_000) as u32;
-        if members.len() > 1 {
-            cluster.listen = Some(members[i]);
-            cluster.neighbors = members;
-            // Most computers are candidates; at most one is not, so every
-            // epoch has two leaders or more.
-            let off_allowed = i == 3 && self.core_rng.chance(200_000);
-            cluster.candidate_priority = if off_allowed {
-                None
-            } else {
-                Some(self.core_rng.between(1, 15) as u8)
-            };
-        }
-        let config = Config {
-            server_name: self.nodes[i].name.clone(),
-            cluster,
-            ..Config::default()
-        };
-        if let Err(e) = config.validate() {
-            panic!("simulated config of n{i} is invalid: {e}");
-        }
-        let now = self.nodes[i].clock.now(self.now);
-        let node = &mut self.nodes[i];
-        node.core = Some(Core::new(config, now));
-        node.paused = false;
-        node.pending.clear();
-        node.running_since = self.now;
-        node.wake_at = None;
-        node.knows = self.now == 0;
-        self.log(|| format!("n{i} starts"));
-        self.check_memory();
-        self.reschedule(i);
-        self.update_usable();
-    }
-
     /// Gives an input to computer `i`'s agent now, or keeps it for when it
     /// resumes.
     pub fn feed(&mut self, i: usize, input: Input) {
@@ -583,53 +541,6 @@ impl World {
         );
     }
 
-    /// Arms the `Wake` of core `i` for its next timer.
-    pub fn reschedule(&mut self, i: usize) {
-        let node = &self.nodes[i];
-        if node.paused {
-            return;
-        }
-        let Some(next) = node.core.as_ref().and_then(Core::poll_timeout) else {
-            return;
-        };
-        let at = node.clock.true_at_mono(next.as_micros()).max(self.now);
-        if node.wake_at.is_none_or(|w| at < w) {
-            self.nodes[i].wake_at = Some(at);
-            self.at(at, Ev::Wake(i));
-        }
-    }
-
-    fn wake(&mut self, i: usize) {
-        if self.nodes[i].wake_at != Some(self.now) {
-            return;
-        }
-        self.nodes[i].wake_at = None;
-        if !self.running(i) {
-            return;
-        }
-        let node = &mut self.nodes[i];
-        if node.wakes_here.0 == self.now {
-            node.wakes_here.1 += 1;
-            if node.wakes_here.1 > MAX_WAKES_PER_INSTANT {
-                let what = format!("n{i} asks to be woken again and again at one instant");
-                self.checker.report(self.now, "harness", what);
-                self.stopped = true;
-                return;
-            }
-        } else {
-            node.wakes_here = (self.now, 1);
-        }
-        let now = self.nodes[i].clock.now(self.now);
-        self.trace.num(i as u64 + 2_000);
-        self.nodes[i]
-            .core
-            .as_mut()
-            .expect("running")
-            .handle_timeout(now);
-        self.drain(i);
-        self.reschedule(i);
-    }
-
     /// Opens a client connection to computer `i` (queued if it is paused).
     pub fn open_conn(&mut self, i: usize, who: Who, uid: u32) -> Option<ClientId> {
         self.nodes[i].core.as_ref()?;
@@ -727,374 +638,6 @@ impl World {
             Who::Worker(w) => self.worker_dropped(w, conn),
             Who::Probe => self.probe_dropped(conn),
         }
-    }
-
-    /// The range of one-way message delays now.
-    fn delay_range(&self) -> (u64, u64) {
-        let (lo, hi) = self.knobs.delay;
-        if self.faults.phase == Phase::Quiet {
-            (lo, hi.min(50 * MS))
-        } else {
-            (lo, hi)
-        }
-    }
-
-    pub fn schedule_redial(&mut self, l: usize, at: u64) {
-        if !self.net.links[l].redial_scheduled {
-            self.net.links[l].redial_scheduled = true;
-            self.at(at, Ev::Redial(l));
-        }
-    }
-
-    fn redial_backoff(&mut self) -> u64 {
-        if self.faults.phase == Phase::Quiet {
-            self.net_rng.between(10 * MS, 300 * MS)
-        } else {
-            self.net_rng.between(50 * MS, 2 * SEC)
-        }
-    }
-
-    /// Connects link `l` when both computers run and both ways are open;
-    /// else tries again later.
-    fn redial(&mut self, l: usize) {
-        self.net.links[l].redial_scheduled = false;
-        if self.net.links[l].state != LinkState::Down {
-            return;
-        }
-        let [a, b] = self.net.links[l].ends;
-        if !(self.running(a) && self.running(b) && self.net.open_both_ways(a, b)) {
-            if self.nodes[a].core.is_some() && self.nodes[b].core.is_some() {
-                let at = self.now + self.redial_backoff();
-                self.schedule_redial(l, at);
-            }
-            return;
-        }
-        let ids = self.net.connect(l);
-        let generation = self.net.links[l].generation().expect("up");
-        for (end, node) in [a, b].into_iter().enumerate() {
-            let other = [a, b][1 - end];
-            let input = Input::PeerUp {
-                peer: ids[end],
-                name: self.nodes[other].name.clone(),
-                addr: self.nodes[other].addr,
-            };
-            let incarnation = self.nodes[node].incarnation;
-            self.at(
-                self.now,
-                Ev::Input {
-                    node,
-                    incarnation,
-                    input,
-                },
-            );
-        }
-        if self.nodes[a].knows || self.nodes[b].knows {
-            self.nodes[a].knows = true;
-            self.nodes[b].knows = true;
-        }
-        if self.net_rng.chance(self.knobs.replay_per_million) {
-            self.replay_after_reconnect(l, generation);
-        }
-        self.update_usable();
-    }
-
-    /// Delivers again, first on the new connection, what the previous one
-    /// carried last, as a retransmitting sender would.
-    fn replay_after_reconnect(&mut self, l: usize, generation: u64) {
-        for dir in 0..2 {
-            let sender = self.net.links[l].ends[dir];
-            let (incarnation, msgs) = std::mem::take(&mut self.net.links[l].replay[dir]);
-            if incarnation != self.nodes[sender].incarnation || msgs.is_empty() {
-                continue;
-            }
-            let keep = self.net_rng.between(1, msgs.len() as u64) as usize;
-            self.log(|| format!("link {l}: {keep} message(s) from n{sender} delivered again"));
-            let skip = msgs.len() - keep;
-            for msg in msgs.into_iter().skip(skip) {
-                let delay = self.net_rng.between(0, MS);
-                let ready = self.net.send(l, dir, msg, self.now, delay);
-                self.at(
-                    ready,
-                    Ev::Pump {
-                        link: l,
-                        generation,
-                        dir,
-                    },
-                );
-            }
-        }
-    }
-
-    /// Breaks link `l`: in-flight messages are lost and both ends are told.
-    pub fn break_link(&mut self, l: usize) {
-        let [a, b] = self.net.links[l].ends;
-        let incarnations = [self.nodes[a].incarnation, self.nodes[b].incarnation];
-        let Some(ids) = self.net.disconnect(l, incarnations) else {
-            return;
-        };
-        for (end, node) in [a, b].into_iter().enumerate() {
-            let incarnation = self.nodes[node].incarnation;
-            self.at(
-                self.now,
-                Ev::Input {
-                    node,
-                    incarnation,
-                    input: Input::PeerDown { peer: ids[end] },
-                },
-            );
-        }
-        let at = self.now + self.redial_backoff();
-        self.schedule_redial(l, at);
-        self.update_usable();
-    }
-
-    /// Delivers what is ready in one direction of a link.
-    fn pump(&mut self, l: usize, generation: u64, dir: usize) {
-        loop {
-            let LinkState::Up {
-                generation: current,
-                ids,
-            } = self.net.links[l].state
-            else {
-                return;
-            };
-            if current != generation {
-                return;
-            }
-            let Some(msg) = self.net.take_ready(l, dir, self.now) else {
-                return;
-            };
-            let to_end = 1 - dir;
-            let to = self.net.links[l].ends[to_end];
-            let from = self.net.links[l].ends[dir];
-            if let Err(epoch) = self.wire.received(to, from, &msg) {
-                let what = format!(
-                    "epoch {epoch} was announced with different leaders: {:?}",
-                    self.wire.leaders_of(epoch)
-                );
-                self.checker.report(self.now, "S6", what);
-            }
-            let input = Input::PeerMessage {
-                peer: ids[to_end],
-                msg,
-            };
-            self.feed(to, input);
-        }
-    }
-
-    /// After a cut heals: lets every stalled direction flow.
-    pub fn pump_all(&mut self) {
-        for l in 0..self.net.links.len() {
-            if let Some(generation) = self.net.links[l].generation() {
-                for dir in 0..2 {
-                    if self.net.has_queued(l, dir) {
-                        self.at(
-                            self.now,
-                            Ev::Pump {
-                                link: l,
-                                generation,
-                                dir,
-                            },
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// Computer `i` crashes: its agent and everything it knew are gone.
-    pub fn crash(&mut self, i: usize) {
-        if self.nodes[i].core.is_none() {
-            return;
-        }
-        self.log(|| format!("n{i} crashes"));
-        self.stats.crashes += 1;
-        let node = &mut self.nodes[i];
-        node.core = None;
-        node.paused = false;
-        node.pending.clear();
-        node.wake_at = None;
-        node.incarnation += 1;
-        self.wire.forget(i);
-        for other in 0..self.nodes.len() {
-            if other != i {
-                let l = self.net.link_of(i, other);
-                self.break_link(l);
-            }
-        }
-        let conns: Vec<ClientId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.node == i && c.core != CoreSide::Closed)
-            .map(|(id, _)| *id)
-            .collect();
-        for conn in conns {
-            let c = self.conns.get_mut(&conn).expect("listed");
-            c.core = CoreSide::Closed;
-            if c.client_open {
-                self.at(self.now, Ev::ConnDropped(conn));
-            }
-        }
-        self.check_memory();
-        self.update_usable();
-    }
-
-    /// When no running agent descends from the cluster's memory any more,
-    /// everything the cluster knew is lost: a full-cluster restart. Fences
-    /// then grow only if the new epochs' wall clocks are not behind the old
-    /// ones (docs/cluster.md, limits): with unsynchronized wall clocks the
-    /// checker starts its fence history afresh.
-    fn check_memory(&mut self) {
-        let alive: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].core.is_some())
-            .collect();
-        if alive.is_empty() || alive.iter().any(|&i| self.nodes[i].knows) {
-            return;
-        }
-        self.log(|| "the cluster's memory is lost".to_owned());
-        if !self.knobs.ntp {
-            self.checker.forget_fences(self.now);
-        }
-        for i in alive {
-            self.nodes[i].knows = true;
-        }
-    }
-
-    /// Computer `i` restarts with a fresh agent.
-    pub fn restart(&mut self, i: usize) {
-        if self.nodes[i].core.is_some() {
-            return;
-        }
-        self.start_core(i);
-        self.redial_links_of(i);
-    }
-
-    pub fn redial_links_of(&mut self, i: usize) {
-        for other in 0..self.nodes.len() {
-            if other != i {
-                let l = self.net.link_of(i, other);
-                let at = self.now + self.redial_backoff();
-                self.schedule_redial(l, at);
-            }
-        }
-    }
-
-    pub fn pause(&mut self, i: usize) {
-        if !self.running(i) {
-            return;
-        }
-        self.log(|| format!("n{i} pauses"));
-        self.nodes[i].paused = true;
-        self.update_usable();
-    }
-
-    /// Computer `i` resumes and works through what reached it meanwhile.
-    pub fn resume(&mut self, i: usize) {
-        if !self.nodes[i].paused || self.nodes[i].core.is_none() {
-            return;
-        }
-        self.log(|| format!("n{i} resumes"));
-        self.nodes[i].paused = false;
-        self.nodes[i].running_since = self.now;
-        self.nodes[i].wake_at = None;
-        let pending = std::mem::take(&mut self.nodes[i].pending);
-        let now = self.nodes[i].clock.now(self.now);
-        for input in pending {
-            // A shell may look at its timers before or after its sockets.
-            if self.core_rng.chance(500_000) {
-                self.trace.num(i as u64 + 2_000);
-                self.nodes[i]
-                    .core
-                    .as_mut()
-                    .expect("running")
-                    .handle_timeout(now);
-                self.drain(i);
-            }
-            self.feed_now(i, input);
-            self.drain(i);
-        }
-        self.trace.num(i as u64 + 2_000);
-        self.nodes[i]
-            .core
-            .as_mut()
-            .expect("running")
-            .handle_timeout(now);
-        self.drain(i);
-        self.reschedule(i);
-        self.redial_links_of(i);
-        self.update_usable();
-    }
-
-    /// The lease times of a `LOCKED` received now on computer `i`, in true
-    /// time: when `timeout_date` comes there, and when `timeout_date +
-    /// unlock` does.
-    pub fn lease_times(&self, i: usize, timeout_date: u64, unlock: u64) -> (u64, u64) {
-        let clock = &self.nodes[i].clock;
-        (
-            clock.true_at_date(self.now, timeout_date),
-            clock.true_at_date(self.now, timeout_date.saturating_add(unlock)),
-        )
-    }
-
-    /// S6, from what the wire carried: the grant of `fence` on `object`
-    /// delivered now must have had the votes of a majority of one epoch's
-    /// leaders.
-    pub fn check_backed(&mut self, object: &[u8], fence: u64) {
-        if self.nodes.len() < 2 {
-            return;
-        }
-        if let Err(why) = self.wire.backed(object, fence) {
-            let what = format!(
-                "a grant of {} with fence {fence} was delivered without a majority of one epoch's leaders: {why}",
-                String::from_utf8_lossy(object)
-            );
-            self.checker.report(self.now, "S6", what);
-        }
-    }
-
-    /// How far an agent's reading of a client's date may differ from the
-    /// client's, per million of the time in between (see [`LockSent`]).
-    ///
-    /// [`LockSent`]: super::checker::LockSent
-    pub fn deadline_slack_ppm(&self) -> u64 {
-        if self.knobs.ntp {
-            2 * u64::from(self.cluster.drift_ppm)
-        } else {
-            0
-        }
-    }
-
-    /// S8: a `LOCKED` from computer `i` now must come from a side that could
-    /// exchange messages with enough others recently: itself plus a majority
-    /// of up to three leaders (never more than a quorum of members) within
-    /// the time an agent keeps granting after losing contact.
-    pub fn check_quorum_side(&mut self, i: usize, what: &str) {
-        let n = self.nodes.len();
-        if n < 2 {
-            return;
-        }
-        let quorum = n / 2 + 1;
-        let leaders = n.min(3);
-        let needed = quorum.min(1 + leaders / 2);
-        let window = self.s8_window();
-        let since = self.now.saturating_sub(window);
-        let reach = self.net.reachable_since(i, since);
-        if reach < needed {
-            let text = format!(
-                "n{i} delivered {what} after reaching only {reach} computer(s) (itself included) for {}; {needed} needed",
-                secs(window)
-            );
-            self.checker.report(self.now, "S8", text);
-        }
-    }
-
-    /// How long a cut-off agent may keep delivering grants: its grace plus
-    /// a peer timeout, both measured on a clock that may run slow, plus two
-    /// of the longest message delays.
-    pub fn s8_window(&self) -> u64 {
-        let c = &self.cluster;
-        let span = c.stretch(c.grace + c.peer_timeout);
-        u64::try_from(span.as_micros()).expect("small") + 2 * self.knobs.delay.1 + SEC
     }
 }
 
