@@ -452,7 +452,7 @@ impl Core {
                     key: t.key,
                     number: i as u64 + 1,
                     kind: t.kind,
-                    state: LState::Held { fence: t.fence },
+                    state: LState::Inherited { fence: t.fence },
                 },
             );
         }

@@ -27,6 +27,12 @@ pub(crate) enum LState {
     Held {
         fence: u64,
     },
+    /// From the previous epoch's state: its home may hold it, so it blocks
+    /// like a held ticket, but this epoch never granted it. Should its home
+    /// ask for it again (it waits after all), it waits here too.
+    Inherited {
+        fence: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -40,10 +46,17 @@ pub(crate) struct LTicket {
 }
 
 impl LTicket {
+    /// A follower's vote for it stands (or it came with the epoch's state).
+    fn blocks(&self) -> bool {
+        matches!(self.state, LState::Held { .. } | LState::Inherited { .. })
+    }
+
     pub fn fence(&self) -> Option<u64> {
         match self.state {
             LState::Waiting => None,
-            LState::Activating { fence, .. } | LState::Held { fence } => Some(fence),
+            LState::Activating { fence, .. }
+            | LState::Held { fence }
+            | LState::Inherited { fence } => Some(fence),
         }
     }
 }
@@ -253,10 +266,21 @@ impl Core {
             if let Some(pos) = o.find(home, req) {
                 // A request sent again (after an epoch change, or a lost
                 // answer): answer again what is known.
-                if let LState::Held { fence } = o.tickets[pos].state {
-                    let mut m = ticket_msg("LOCKED", epoch, object, home, req);
-                    m.set_u64("fence", fence);
-                    self.post(home, m);
+                match o.tickets[pos].state {
+                    LState::Held { fence } => {
+                        let mut m = ticket_msg("LOCKED", epoch, object, home, req);
+                        m.set_u64("fence", fence);
+                        self.post(home, m);
+                    }
+                    LState::Inherited { .. } => {
+                        // Its home still waits: no grant stands behind it,
+                        // and one of this epoch's must (S6).
+                        let o = l.objects.get_mut(object).expect("exists");
+                        o.tickets[pos].state = LState::Waiting;
+                        self.evaluate(now, &name);
+                        self.refuse_if_busy(now, object, home, req, try_once);
+                    }
+                    LState::Waiting | LState::Activating { .. } => {}
                 }
                 return Ok(());
             }
@@ -299,6 +323,12 @@ impl Core {
         put_kind(&mut add, &kind);
         self.tell_followers(&add);
         self.evaluate(now, &name);
+        self.refuse_if_busy(now, object, home, req, try_once);
+        Ok(())
+    }
+
+    /// A try request that could not be granted at once is refused `busy`.
+    fn refuse_if_busy(&mut self, now: Now, object: &[u8], home: &Id, req: u64, try_once: bool) {
         let l = self.cluster.leading.as_mut().expect("ready leader");
         let waiting = l.objects.get(object).and_then(|o| {
             o.find(home, req)
@@ -308,7 +338,6 @@ impl Core {
             self.owner_release(now, object, home, req);
             self.owner_refuse(home, object, req, "busy", "the object is locked");
         }
-        Ok(())
     }
 
     fn owner_refuse(&mut self, home: &Id, object: &[u8], req: u64, error: &str, why: &str) {
@@ -340,7 +369,11 @@ impl Core {
         let fence = if plant == Plant::ReuseFence && o.last_fence > 0 {
             o.last_fence
         } else {
-            (o.last_fence + 1).max(l.base)
+            // Above every fence this agent issued or saw, not only this
+            // object's: an object's record goes when its last ticket does.
+            (o.last_fence + 1)
+                .max(l.base)
+                .max(self.cluster.fence_floor + 1)
         };
         o.last_fence = fence;
         self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
@@ -546,7 +579,7 @@ impl Core {
                     other = o
                         .tickets
                         .iter()
-                        .find(|t| t.req != req && matches!(t.state, LState::Held { .. }))
+                        .find(|t| t.req != req && t.blocks())
                         .map(|t| (t.home.clone(), t.req));
                 }
             }
@@ -642,7 +675,7 @@ fn may_also_hold(o: &LObject, pos: usize) -> bool {
         .tickets
         .iter()
         .enumerate()
-        .filter(|(i, x)| *i != pos && matches!(x.state, LState::Held { .. }))
+        .filter(|(i, x)| *i != pos && x.blocks())
         .map(|(_, x)| x)
         .collect();
     if held.is_empty() {
