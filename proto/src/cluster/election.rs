@@ -128,9 +128,20 @@ impl Core {
         let leaders_ok = !c.leaders.is_empty()
             && c.leaders.iter().all(connected)
             && c.leaders.len() >= candidates_up.min(3);
-        let stuck = leaders_ok
-            && self.contact_time(now.mono).is_none()
-            && now.mono >= c.epoch_since + c.cfg.peer_timeout * 3;
+        let settle = c.cfg.peer_timeout * 3;
+        let settled = now.mono >= c.epoch_since + settle;
+        // A leader that answers pings in this epoch but has not acted for
+        // it for long lost part of the handover (its state, or our report
+        // in it): its objects would wait forever. A new epoch hands over
+        // again.
+        let lagging = c.leaders.iter().filter(|l| **l != c.me).any(|l| {
+            c.contact.get(l).is_some_and(|k| {
+                k.epoch == c.epoch
+                    && k.sent + c.cfg.peer_timeout >= now.mono
+                    && k.active_sent.is_none_or(|a| a + settle <= now.mono)
+            })
+        });
+        let stuck = leaders_ok && settled && (self.contact_time(now.mono).is_none() || lagging);
         if leaders_ok && !stuck {
             return;
         }
@@ -152,7 +163,13 @@ impl Core {
         candidates.sort();
         let leaders: Vec<Id> = candidates.into_iter().take(3).map(|(_, id)| id).collect();
         let wall_ms = now.wall.0 / 1000;
-        let epoch = (c.epoch.max(c.max_epoch_seen) + 1).max(wall_ms);
+        let least = (c.epoch.max(c.max_epoch_seen) + 1).max(wall_ms);
+        // Two conductors on both sides of a broken link may elect in the
+        // same millisecond: each takes epochs of its own residue modulo
+        // the member count, so one number never names two leader sets.
+        let n = c.members.len().max(1) as u64;
+        let slot = c.members.iter().position(|a| *a == my_addr).unwrap_or(0) as u64;
+        let epoch = least + (slot + n - least % n) % n;
         log::info!(
             "conducting the election of epoch {epoch}: leaders {}",
             leaders.iter().map(|l| &**l).collect::<Vec<_>>().join(", ")
