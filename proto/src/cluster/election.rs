@@ -204,6 +204,7 @@ impl Core {
         c.max_epoch_seen = c.max_epoch_seen.max(epoch);
         c.leaders = leaders;
         c.epoch_since = now.mono;
+        c.lapsed_owners = 0;
         c.collect = None;
         c.early.clear();
         c.report_sent = None;

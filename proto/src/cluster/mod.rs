@@ -95,6 +95,8 @@ pub(crate) struct Cluster {
     pub last_ok: Option<Time>,
     /// Home: whether it was in contact at the last check (for the edge).
     pub was_in_contact: bool,
+    /// Home: bit i = leader i stopped vouching for the locks it owns.
+    pub lapsed_owners: u8,
     /// Largest fence this agent knows of.
     pub fence_floor: u64,
     pub next_tick: Time,
@@ -148,6 +150,7 @@ impl Cluster {
             submitted: BTreeMap::new(),
             last_ok: None,
             was_in_contact: false,
+            lapsed_owners: 0,
             fence_floor: 0,
             next_tick: now.mono,
             ping_serial: 0,

@@ -139,9 +139,14 @@ impl Core {
                     // How long this agent's locks are guaranteed from now:
                     // a holder that hears nothing newer must stop by then
                     // (docs/cluster.md: the holder's side of the lease).
-                    let left = self.cluster.last_ok.map_or(std::time::Duration::ZERO, |t| {
-                        (t + self.cluster.cfg.grace).saturating_since(now.mono)
-                    });
+                    let objects: Vec<ObjectName> = self
+                        .clients
+                        .get(&client)
+                        .map(|c| c.tickets.values().cloned().collect())
+                        .unwrap_or_default();
+                    let left = self
+                        .vouched_until(objects.iter())
+                        .map_or(std::time::Duration::ZERO, |t| t.saturating_since(now.mono));
                     reply.set("valid_for", crate::time::duration_to_wire(left));
                 }
                 self.reply(client, reply);
