@@ -6,6 +6,7 @@
 //!   replays one seed and prints its whole log.
 //! - `SIM_SEEDS=<count> SIM_FIRST=<seed> cargo test -p snaplock-tests --release --test sim -- --ignored long_sweep --nocapture`
 //!   runs a long sweep.
+//! - `SIM_KEEP_GOING=1` runs every seed to its end despite violations.
 //! - `SIM_NODES=<n>` fixes the number of computers, `SIM_MINUTES=<m>` the
 //!   simulated length of each run, `SIM_PLANT=<SkipLockDelay|...>` plants a
 //!   bug (and leaves liveness unchecked).
@@ -36,6 +37,9 @@ fn options(seed: u64) -> Options {
         opts.duration = m * 60 * SEC;
     }
     opts.nodes = env_u64("SIM_NODES").map(|n| n as usize);
+    if env_u64("SIM_KEEP_GOING") == Some(1) {
+        opts.stop_at_first = false;
+    }
     if let Ok(plant) = std::env::var("SIM_PLANT") {
         opts.plant = match plant.as_str() {
             "SkipSameMajority" => Plant::SkipSameMajority,
@@ -58,6 +62,8 @@ fn stopwatch() -> Instant {
 
 /// Runs `count` seeds from `first` on every core of the machine; returns
 /// the failed reports and how many seeds ran before `budget` was spent.
+/// A long sweep (`progress`) prints one line per failure; a short one
+/// explains each failure with the end of its log.
 fn sweep(first: u64, count: u64, budget: Duration, progress: bool) -> (Vec<Report>, u64) {
     let next = AtomicU64::new(first);
     let ran = AtomicU64::new(0);
@@ -72,14 +78,27 @@ fn sweep(first: u64, count: u64, budget: Duration, progress: bool) -> (Vec<Repor
                     if seed >= first + count || started.elapsed() > budget {
                         return;
                     }
-                    let report = sim::run_explained(&options(seed));
+                    let report = if progress {
+                        sim::run(&options(seed))
+                    } else {
+                        sim::run_explained(&options(seed))
+                    };
                     let done = ran.fetch_add(1, Ordering::Relaxed) + 1;
                     if !report.ok() {
-                        println!("{report}");
-                        for line in &report.tail {
-                            println!("    {line}");
+                        if progress {
+                            let v = &report.violations[0];
+                            let what: String = v.what.chars().take(160).collect();
+                            println!(
+                                "seed {seed} ({} nodes): {} at {}",
+                                report.knobs.nodes, v.rule, what
+                            );
+                        } else {
+                            println!("{report}");
+                            for line in &report.tail {
+                                println!("    {line}");
+                            }
+                            println!("  replay: {}", sim::replay_command(seed));
                         }
-                        println!("  replay: {}", sim::replay_command(seed));
                         failures.lock().expect("no panic holds it").push(report);
                     }
                     if progress && done % 1_000 == 0 {
@@ -94,11 +113,16 @@ fn sweep(first: u64, count: u64, budget: Duration, progress: bool) -> (Vec<Repor
         }
     });
     let ran = ran.load(Ordering::Relaxed);
+    let failures = failures.into_inner().expect("no panic holds it");
+    let mut by_rule = std::collections::BTreeMap::<&str, u64>::new();
+    for r in &failures {
+        *by_rule.entry(r.violations[0].rule).or_default() += 1;
+    }
     println!(
-        "{ran} seeds from {first} in {:.1?} on {threads} threads",
+        "{ran} seeds from {first} in {:.1?} on {threads} threads; failed first on: {by_rule:?}",
         started.elapsed()
     );
-    (failures.into_inner().expect("no panic holds it"), ran)
+    (failures, ran)
 }
 
 #[test]

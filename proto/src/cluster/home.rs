@@ -273,6 +273,12 @@ impl Core {
         self.cluster.was_in_contact = in_contact;
         if in_contact {
             self.revoke_where_owner_lapsed(now);
+        } else if let Some((epoch, at)) = self.cluster.report_sent {
+            // Not counted (lost with a link, or late while holding locks,
+            // revoked since): report again.
+            if epoch == self.cluster.epoch && now.mono >= at + self.cluster.cfg.peer_timeout {
+                self.send_report(now);
+            }
         }
         self.resubmit_all(now);
     }
