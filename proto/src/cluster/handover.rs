@@ -61,6 +61,8 @@ pub(crate) struct Report {
     pub prev_leaders: Vec<Id>,
     pub ready_epoch: u64,
     pub floor: u64,
+    /// What was left of its ready epoch's lock-delay, µs.
+    pub delay_left: u64,
     pub leader: Vec<RTicket>,
     /// Its own clients' requests: held or waiting.
     pub home: Vec<(RTicket, bool)>,
@@ -117,6 +119,19 @@ impl Core {
         }
         begin.set_u64("ready_epoch", c.frozen.as_ref().map_or(0, |(e, _)| *e));
         begin.set_u64("floor", c.fence_floor);
+        // A lock-delay still running carries over: the homes it waits for
+        // are no better known to the new epoch.
+        let delay_left = c
+            .frozen
+            .as_ref()
+            .and_then(|(_, t)| t.delay_until)
+            .map_or(Duration::ZERO, |d| d.saturating_since(now.mono));
+        if !delay_left.is_zero() {
+            begin.set_u64(
+                "delay_left",
+                u64::try_from(delay_left.as_micros()).unwrap_or(u64::MAX),
+            );
+        }
         lines.push(begin);
         if let Some((_, table)) = &c.frozen {
             for (name, o) in &table.objects {
@@ -199,6 +214,10 @@ impl Core {
                 prev_leaders,
                 ready_epoch: u64_of(msg, "ready_epoch")?,
                 floor: u64_of(msg, "floor")?,
+                delay_left: msg
+                    .get_str("delay_left")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
                 lines: 1,
                 ..Report::default()
             };
@@ -338,8 +357,17 @@ impl Core {
         }
         let epoch = self.cluster.epoch;
         let base = (epoch << 20).max(floor + 1);
-        let delay = if complete || self.cluster.cfg.plant == Plant::SkipLockDelay {
+        let carried = reports
+            .values()
+            .filter(|r| r.ready_epoch == e_max)
+            .map(|r| Duration::from_micros(r.delay_left))
+            .max()
+            .unwrap_or(Duration::ZERO)
+            .min(self.cluster.cfg.lock_delay());
+        let delay = if self.cluster.cfg.plant == Plant::SkipLockDelay {
             Duration::ZERO
+        } else if complete {
+            carried
         } else {
             self.cluster.cfg.lock_delay()
         };
