@@ -623,15 +623,32 @@ impl Core {
             .collect();
         let mut touched: BTreeSet<ObjectName> = BTreeSet::new();
         for home in silent {
-            let l = self.cluster.leading.as_mut().expect("leader");
-            let tickets = l.by_home.get(&home).cloned().unwrap_or_default();
+            // Only the owner drops, and tells its followers: a follower
+            // that dropped a vote on its own could leave a grant out of
+            // the next epoch's state while its owner still backs it.
+            let owned: Vec<(ObjectName, u64)> = self
+                .cluster
+                .leading
+                .as_ref()
+                .and_then(|l| l.by_home.get(&home))
+                .into_iter()
+                .flatten()
+                .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
+                .cloned()
+                .collect();
+            if owned.is_empty() {
+                continue;
+            }
             log::info!(
                 "{} silent for {release_delay:?}: its {} tickets are dropped",
                 super::Cluster::name_of(&home),
-                tickets.len()
+                owned.len()
             );
-            for (name, req) in tickets {
+            let epoch = self.cluster.epoch;
+            for (name, req) in owned {
+                let l = self.cluster.leading.as_mut().expect("leader");
                 l.remove(&name, &home, req);
+                self.tell_followers(&ticket_msg("DROPTICKET", epoch, &name, &home, req));
                 touched.insert(name);
             }
         }
