@@ -149,11 +149,7 @@ impl World {
             let to_end = 1 - dir;
             let to = self.net.links[l].ends[to_end];
             let from = self.net.links[l].ends[dir];
-            if let Err(epoch) = self.wire.received(to, from, &msg) {
-                let what = format!(
-                    "epoch {epoch} was announced with different leaders: {:?}",
-                    self.wire.leaders_of(epoch)
-                );
+            if let Err(what) = self.wire.received(to, from, &msg) {
                 self.checker.report(self.now, "S6", what);
             }
             let input = Input::PeerMessage {

@@ -11,6 +11,11 @@
 //! its former self are never counted for it (S7). Messages this observer
 //! cannot read are ignored: it checks the protocol of docs/cluster.md and
 //! says nothing about messages it does not know.
+//!
+//! It also checks, as each yes vote is cast, that no leader stands behind
+//! two conflicting grants of one object at once: a vote stands from when it
+//! is cast until its agent acts on a `DROPTICKET` for it or votes in a later
+//! epoch.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +24,10 @@ use snaplock_proto::wire::Message;
 /// (epoch, agent id) pairs: who voted, or who installed a state, in which
 /// epoch.
 type Backers = BTreeSet<(u64, String)>;
+
+/// (home, req) → epoch of the yes votes one leader has standing on one
+/// object.
+type Standing = BTreeMap<(String, u64), u64>;
 
 /// What the wire showed so far.
 #[derive(Debug, Default)]
@@ -34,6 +43,13 @@ pub struct Wire {
     /// (object, fence) → (epoch, leader id) of every leader that installed a
     /// state holding that grant (the collector, and the leaders it sent it).
     states: BTreeMap<(Vec<u8>, u64), Backers>,
+    /// (object, home, req) → (exclusive, limit) of every ticket a leader was
+    /// told of (`ADDTICKET`).
+    kinds: BTreeMap<(Vec<u8>, String, u64), (bool, u64)>,
+    /// (voter id, object) → the tickets (home, req) it stands behind with a
+    /// yes vote, and the epoch of that vote; a `DROPTICKET` it receives
+    /// ends one, and a vote of a later epoch all older ones.
+    standing: BTreeMap<(String, Vec<u8>), Standing>,
 }
 
 fn num(msg: &Message, name: &str) -> Option<u64> {
@@ -54,14 +70,20 @@ impl Wire {
         self.ids[node] = None;
     }
 
-    /// Computer `node` sent `msg` to a peer.
-    pub fn sent(&mut self, node: usize, msg: &Message) {
+    /// Computer `node` sent `msg` to a peer; `Err` when that breaks a rule.
+    pub fn sent(&mut self, node: usize, msg: &Message) -> Result<(), String> {
+        if msg.command == "LOCKACTIVATED" && msg.get("ok") == Some(b"true") {
+            // Checked when cast: the owner may drop the ticket before the
+            // vote reaches it.
+            self.check_votes(node, msg)?;
+        }
         if msg.command == "LOCKSTARTED" {
             if let Some(id) = msg.get_str("lockid") {
                 self.ids[node] = Some(id.to_owned());
             }
         }
         self.note_state(node, msg);
+        Ok(())
     }
 
     /// A ticket of an epoch's state (`LOCKTICKETS part=state`) that
@@ -84,10 +106,41 @@ impl Wire {
             .insert((epoch, id));
     }
 
-    /// Computer `to` received `msg` from computer `from`. `Err(epoch)` when
-    /// that epoch now has two different leader lists.
-    pub fn received(&mut self, to: usize, from: usize, msg: &Message) -> Result<(), u64> {
+    /// Computer `node`'s agent acts on `msg` now (later than it arrived
+    /// when the computer was paused).
+    pub fn processed(&mut self, node: usize, msg: &Message) {
+        if msg.command != "DROPTICKET" {
+            return;
+        }
+        if let (Some(object), Some(home), Some(req), Some(voter)) = (
+            msg.get("object_name"),
+            msg.get_str("home"),
+            num(msg, "req"),
+            self.ids[node].clone(),
+        ) {
+            if let Some(set) = self.standing.get_mut(&(voter, object.to_vec())) {
+                set.remove(&(home.to_owned(), req));
+            }
+        }
+    }
+
+    /// Computer `to` received `msg` from computer `from`. `Err` says what
+    /// broke a rule: an epoch now has two different leader lists.
+    pub fn received(&mut self, to: usize, from: usize, msg: &Message) -> Result<(), String> {
         match msg.command.as_str() {
+            // Every message that describes a ticket (it has its key).
+            "ADDTICKET" | "LOCKTICKETS" if msg.get("key").is_some() => {
+                if let (Some(object), Some(home), Some(req)) =
+                    (msg.get("object_name"), msg.get_str("home"), num(msg, "req"))
+                {
+                    let exclusive = msg.get("mode") != Some(b"shared");
+                    let limit = num(msg, "limit").unwrap_or(u64::MAX);
+                    self.kinds
+                        .insert((object.to_vec(), home.to_owned(), req), (exclusive, limit));
+                }
+                self.note_state(to, msg);
+            }
+            "LOCKACTIVATED" if msg.get("ok") == Some(b"true") => self.note_vote(to, from, msg),
             "LOCKLEADERS" => {
                 let Some(epoch) = num(msg, "epoch") else {
                     return Ok(());
@@ -100,27 +153,74 @@ impl Wire {
                     let lists = self.leaders.entry(epoch).or_default();
                     lists.insert(list);
                     if lists.len() > 1 {
-                        return Err(epoch);
+                        return Err(format!(
+                            "epoch {epoch} was announced with different leaders: {:?}",
+                            self.leaders_of(epoch)
+                        ));
                     }
                 }
             }
             "LOCKTICKETS" => self.note_state(to, msg),
-            "LOCKACTIVATED" if msg.get("ok") == Some(b"true") => {
-                let (Some(epoch), Some(fence), Some(object)) =
-                    (num(msg, "epoch"), num(msg, "fence"), msg.get("object_name"))
-                else {
-                    return Ok(());
-                };
-                let (Some(owner), Some(voter)) = (self.ids[to].clone(), self.ids[from].clone())
-                else {
-                    return Ok(());
-                };
-                self.votes
-                    .entry((owner, object.to_vec(), fence))
-                    .or_default()
-                    .insert((epoch, voter));
-            }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// An owner received a yes vote: remember who backs which fence.
+    fn note_vote(&mut self, to: usize, from: usize, msg: &Message) {
+        let (Some(epoch), Some(fence), Some(object)) =
+            (num(msg, "epoch"), num(msg, "fence"), msg.get("object_name"))
+        else {
+            return;
+        };
+        let (Some(owner), Some(voter)) = (self.ids[to].clone(), self.ids[from].clone()) else {
+            return;
+        };
+        self.votes
+            .entry((owner, object.to_vec(), fence))
+            .or_default()
+            .insert((epoch, voter));
+    }
+
+    /// A leader never stands behind two conflicting grants of one object
+    /// at once: its new yes vote must be compatible with every vote of the
+    /// same epoch it has not been told to drop.
+    fn check_votes(&mut self, voter: usize, msg: &Message) -> Result<(), String> {
+        let (Some(epoch), Some(object), Some(home), Some(req), Some(id)) = (
+            num(msg, "epoch"),
+            msg.get("object_name"),
+            msg.get_str("home"),
+            num(msg, "req"),
+            self.ids[voter].clone(),
+        ) else {
+            return Ok(());
+        };
+        let kind = |k: &(String, u64)| {
+            self.kinds
+                .get(&(object.to_vec(), k.0.clone(), k.1))
+                .copied()
+        };
+        let set = self
+            .standing
+            .entry((id.clone(), object.to_vec()))
+            .or_default();
+        set.retain(|_, e| *e >= epoch);
+        set.insert((home.to_owned(), req), epoch);
+        let votes: Vec<(String, u64)> = set.keys().cloned().collect();
+        if votes.len() < 2 {
+            return Ok(());
+        }
+        // A ticket whose kind never crossed the wire is not judged.
+        let Some(kinds) = votes.iter().map(kind).collect::<Option<Vec<(bool, u64)>>>() else {
+            return Ok(());
+        };
+        let exclusive = kinds.iter().any(|(x, _)| *x);
+        let limit = kinds.iter().map(|(_, l)| *l).min().unwrap_or(u64::MAX);
+        if exclusive || votes.len() as u64 > limit {
+            return Err(format!(
+                "{id} voted in epoch {epoch} for {votes:?} of {} at once, which conflict",
+                String::from_utf8_lossy(object)
+            ));
         }
         Ok(())
     }

@@ -396,6 +396,9 @@ impl World {
             }
         }
         self.trace_input(i, &input);
+        if let Input::PeerMessage { msg, .. } = &input {
+            self.wire.processed(i, msg);
+        }
         let now = self.nodes[i].clock.now(self.now);
         let core = self.nodes[i].core.as_mut().expect("running");
         if let Err(e) = core.handle_input(now, input) {
@@ -487,7 +490,9 @@ impl World {
             Output::PeerSend { peer, msg } => {
                 self.trace.num(peer.0);
                 self.trace.message(&msg);
-                self.wire.sent(i, &msg);
+                if let Err(what) = self.wire.sent(i, &msg) {
+                    self.checker.report(self.now, "S6", what);
+                }
                 let Some((l, end)) = self.net.peer(peer) else {
                     return; // the link is gone: the write fails
                 };

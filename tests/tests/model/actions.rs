@@ -1,0 +1,351 @@
+//! The transitions of the cluster model for stateright: which steps are
+//! enabled in a state, what each does, the properties and the boundary.
+//!
+//! Timers (re-sent requests, re-asked votes, LOCKSTARTED after a reconnect)
+//! fire only when what they re-send has no copy, no answer and no effect
+//! left: the receivers answer re-sent messages idempotently, so a copy sent
+//! while another is on its way would only multiply interleavings.
+
+use stateright::{Model, Property};
+
+use crate::state::{C, Delay, Design, Id, Member, Msg, N, Req, State, Ticket};
+use crate::steps::{Cluster, bit};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The oldest message on the link `from -> to` arrives.
+    Deliver {
+        from: u8,
+        to: u8,
+    },
+    /// Fault: the link between `a` and `b` breaks.
+    Break {
+        a: u8,
+        b: u8,
+    },
+    /// Fault: the member crashes and loses its memory.
+    Crash(u8),
+    /// The crashed member starts again with a new id.
+    Restart(u8),
+    /// The conductor starts a new epoch; `first` is leader0 when the
+    /// conductor knows no leaders (its ids are random then).
+    Conduct {
+        first: u8,
+    },
+    /// LOCKSTARTED on a (re)connected link, or LOCKLEADERS passed on.
+    Announce {
+        from: u8,
+        to: u8,
+    },
+    ClientLock(u8),
+    ClientUnlock(u8),
+    /// The home's every-second re-send of a waiting request.
+    ResendLock(u8),
+    /// ReportedContact: the home tells the owner which requests it has.
+    SendHave(u8),
+    /// The owner asks a follower again for the vote it has no answer to.
+    ReAsk {
+        owner: u8,
+        to: u8,
+    },
+    /// The owner has a majority of votes and grants.
+    Grant(u8),
+    /// The home has been out of contact for `grace`.
+    Revoke(u8),
+    /// The leader has not heard from the ticket's (crashed) home for
+    /// `release_delay`.
+    SilentDrop {
+        leader: u8,
+        c: u8,
+    },
+    /// The lock-delay of the epoch ends.
+    DelayOver(u8),
+}
+
+impl Action {
+    pub fn is_fault(&self) -> bool {
+        matches!(self, Action::Break { .. } | Action::Crash(_))
+    }
+}
+
+impl Model for Cluster {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State::initial(&self.config)]
+    }
+
+    fn actions(&self, s: &State, out: &mut Vec<Action>) {
+        let cfg = &self.config;
+        for a in 0..N as u8 {
+            for b in 0..N as u8 {
+                if a != b && !s.links[usize::from(a)][usize::from(b)].is_empty() {
+                    out.push(Action::Deliver { from: a, to: b });
+                }
+            }
+        }
+        for a in 0..N as u8 {
+            for b in a + 1..N as u8 {
+                let busy = !s.links[usize::from(a)][usize::from(b)].is_empty()
+                    || !s.links[usize::from(b)][usize::from(a)].is_empty();
+                let dead = !s.members[usize::from(a)].alive || !s.members[usize::from(b)].alive;
+                if busy && (s.breaks_left > 0 || dead) {
+                    out.push(Action::Break { a, b });
+                }
+            }
+        }
+        for x in 0..N as u8 {
+            let m = &s.members[usize::from(x)];
+            if m.alive && s.crashes_left > 0 && cfg.crashable & bit(x) != 0 {
+                out.push(Action::Crash(x));
+            }
+            if !m.alive {
+                out.push(Action::Restart(x));
+            }
+        }
+        if let Some(k) = Self::conductor(s).filter(|_| s.epochs.len() < usize::from(cfg.max_epoch))
+        {
+            if s.members[usize::from(k)].epoch == 0 {
+                for first in 0..N as u8 {
+                    out.push(Action::Conduct { first });
+                }
+            } else {
+                out.push(Action::Conduct { first: k });
+            }
+        }
+        for from in 0..N as u8 {
+            for to in 0..N as u8 {
+                let (a, b) = (&s.members[usize::from(from)], &s.members[usize::from(to)]);
+                if from != to && a.alive && b.alive && a.epoch > b.epoch {
+                    let msg = Msg::Leaders { e: a.epoch };
+                    if !s.in_flight(from, to, &msg) {
+                        out.push(Action::Announce { from, to });
+                    }
+                }
+            }
+        }
+        for c in 0..C as u8 {
+            let h = self.home_of(c);
+            let home = &s.members[usize::from(h)];
+            if !home.alive || home.epoch == 0 {
+                continue;
+            }
+            let owner = s.owner(cfg, home.epoch);
+            match s.clients[usize::from(c)] {
+                Req::Idle => out.push(Action::ClientLock(c)),
+                Req::Held { .. } => out.push(Action::ClientUnlock(c)),
+                Req::Waiting
+                    if s.is_current(owner) && self.lock_lost(s, c, home.epoch, owner.slot) =>
+                {
+                    out.push(Action::ResendLock(c));
+                }
+                _ => {}
+            }
+        }
+        for h in 0..N as u8 {
+            let home = &s.members[usize::from(h)];
+            if !home.alive {
+                continue;
+            }
+            let active = self
+                .clients_at(h)
+                .any(|c| matches!(s.clients[usize::from(c)], Req::Waiting | Req::Held { .. }));
+            if active && !s.in_contact(cfg, h) {
+                out.push(Action::Revoke(h));
+            }
+            if cfg.design == Design::ReportedContact && home.epoch > 0 {
+                // Sent only when it would change the owner's table: a set
+                // that changes nothing is a no-op wherever it lands, as
+                // later changes follow it on the same FIFO link.
+                let owner = s.owner(cfg, home.epoch);
+                let om = &s.members[usize::from(owner.slot)];
+                let set = self.have_set(s, h);
+                let msg = Msg::Have {
+                    e: home.epoch,
+                    home: h,
+                    set,
+                };
+                let stale = self
+                    .clients_at(h)
+                    .any(|c| set & bit(c) == 0 && om.table.tickets[usize::from(c)] != Ticket::None);
+                if s.is_current(owner)
+                    && om.epoch == home.epoch
+                    && om.ready
+                    && stale
+                    && !s.in_flight(h, owner.slot, &msg)
+                {
+                    out.push(Action::SendHave(h));
+                }
+            }
+        }
+        for o in 0..N as u8 {
+            if !self.is_owner(s, o) || !s.members[usize::from(o)].ready {
+                continue;
+            }
+            let m = &s.members[usize::from(o)];
+            if let Some((c, fence, voters, _)) = Self::asking(&m.table) {
+                for to in self.followers(s, o) {
+                    let msg = Msg::Activate {
+                        e: m.epoch,
+                        c,
+                        fence,
+                    };
+                    let answered = s.links[usize::from(to)][usize::from(o)].iter().any(|a| {
+                        matches!(a, Msg::Activated { e, c: ac, fence: af, .. }
+                            if *e == m.epoch && *ac == c && *af == fence)
+                    });
+                    if voters & bit(to) == 0
+                        && s.members[usize::from(to)].alive
+                        && !s.in_flight(o, to, &msg)
+                        && !answered
+                    {
+                        out.push(Action::ReAsk { owner: o, to });
+                    }
+                }
+                if self.may_grant(s, o) {
+                    out.push(Action::Grant(o));
+                }
+            }
+        }
+        for l in 0..N as u8 {
+            let m = &s.members[usize::from(l)];
+            for c in 0..C as u8 {
+                if m.alive
+                    && m.ready
+                    && s.clients[usize::from(c)] == Req::Dead
+                    && m.table.tickets[usize::from(c)] != Ticket::None
+                {
+                    out.push(Action::SilentDrop { leader: l, c });
+                }
+            }
+        }
+        for (i, d) in s.delays.iter().enumerate() {
+            if let Delay::Running { seen } = *d {
+                if self.delay_may_end(s, seen) {
+                    out.push(Action::DelayOver(i as u8 + 1));
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut s = last.clone();
+        match action {
+            Action::Deliver { from, to } => self.deliver(&mut s, from, to),
+            Action::Break { a, b } => {
+                if s.members[usize::from(a)].alive && s.members[usize::from(b)].alive {
+                    s.breaks_left -= 1;
+                }
+                s.links[usize::from(a)][usize::from(b)].clear();
+                s.links[usize::from(b)][usize::from(a)].clear();
+            }
+            Action::Crash(x) => self.crash(&mut s, x),
+            Action::Restart(x) => {
+                let old = s.members[usize::from(x)].id;
+                let id = Id {
+                    slot: x,
+                    incarnation: old.incarnation + 1,
+                };
+                s.members[usize::from(x)] = Member {
+                    alive: true,
+                    ..Member::stopped(id)
+                };
+            }
+            Action::Conduct { first } => {
+                let k = Self::conductor(&s)?;
+                self.conduct(&mut s, k, first);
+            }
+            Action::Announce { from, to } => {
+                let e = s.members[usize::from(from)].epoch;
+                s.send(from, to, Msg::Leaders { e });
+            }
+            Action::ClientLock(c) | Action::ResendLock(c) => {
+                let h = self.home_of(c);
+                let e = s.members[usize::from(h)].epoch;
+                s.clients[usize::from(c)] = Req::Waiting;
+                let owner = s.owner(&self.config, e).slot;
+                s.send(h, owner, Msg::Lock { e, c });
+            }
+            Action::ClientUnlock(c) => {
+                let h = self.home_of(c);
+                s.clients[usize::from(c)] = Req::Done;
+                let owner = self.owner_slot(&s, h)?;
+                let e = s.members[usize::from(h)].epoch;
+                s.send(h, owner, Msg::Unlock { e, c });
+            }
+            Action::SendHave(h) => {
+                let e = s.members[usize::from(h)].epoch;
+                let set = self.have_set(&s, h);
+                let owner = s.owner(&self.config, e).slot;
+                s.send(h, owner, Msg::Have { e, home: h, set });
+            }
+            Action::ReAsk { owner, to } => {
+                let m = &s.members[usize::from(owner)];
+                let e = m.epoch;
+                let (c, fence, ..) = Self::asking(&m.table)?;
+                s.send(owner, to, Msg::AddTicket { e, c });
+                s.send(owner, to, Msg::Activate { e, c, fence });
+            }
+            Action::Grant(o) => self.grant(&mut s, o),
+            Action::Revoke(h) => {
+                let e = s.members[usize::from(h)].epoch;
+                let owner = s.owner(&self.config, e).slot;
+                for c in self.clients_at(h).collect::<Vec<_>>() {
+                    let next = match s.clients[usize::from(c)] {
+                        Req::Held { .. } => Req::Lost,
+                        Req::Waiting => Req::Failed,
+                        _ => continue,
+                    };
+                    s.clients[usize::from(c)] = next;
+                    s.send(h, owner, Msg::Unlock { e, c });
+                }
+            }
+            Action::SilentDrop { leader, c } => {
+                let t = &mut s.members[usize::from(leader)].table;
+                t.tickets[usize::from(c)] = Ticket::None;
+                t.queue.retain(|&q| q != c);
+                if self.is_owner(&s, leader) {
+                    self.try_ask(&mut s, leader);
+                }
+            }
+            Action::DelayOver(e) => s.delays[usize::from(e) - 1] = Delay::Over,
+        }
+        // An agent's messages to itself are calls, not network traffic.
+        while let Some(x) =
+            (0..N as u8).find(|&x| !s.links[usize::from(x)][usize::from(x)].is_empty())
+        {
+            self.deliver(&mut s, x, x);
+        }
+        self.settle(&mut s);
+        Some(s)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always("S1 mutual exclusion", |_, s: &State| s.holders() <= 1),
+            Property::always("S2 fences increase", |_, s: &State| !s.s2_broken),
+            Property::always("S6 majority of one epoch", |_, s: &State| !s.s6_broken),
+            Property::always("no deadlock", |m: &Cluster, s: &State| {
+                let mut acts = Vec::new();
+                m.actions(s, &mut acts);
+                s.all_final() || acts.iter().any(|a| !a.is_fault())
+            }),
+            Property::sometimes("a lock is delivered", |_, s: &State| {
+                s.last_delivered_fence > 0
+            }),
+            Property::sometimes("both clients are served", |_, s: &State| {
+                s.clients.iter().all(|r| *r == Req::Done)
+            }),
+            Property::sometimes("an epoch starts after a crash", |_, s: &State| {
+                s.epochs.len() > 1
+            }),
+        ]
+    }
+
+    fn within_boundary(&self, s: &State) -> bool {
+        s.members.iter().all(|m| {
+            m.table.last_fence == 0 || m.table.last_fence < m.table.base + self.config.fence_room
+        })
+    }
+}
