@@ -149,7 +149,7 @@ fn long_sweep() {
 
 /// Seeds that once broke a property, each with what it found; they must
 /// stay clean.
-const FIXED: [(u64, &str); 10] = [
+const FIXED: [(u64, &str); 11] = [
     (
         94,
         "S2: an object's last fence forgotten with its last ticket",
@@ -172,6 +172,10 @@ const FIXED: [(u64, &str); 10] = [
     (260, "S1: a follower dropped a live vote of a silent home"),
     (288, "S6: a restarted conductor reused an epoch"),
     (7, "S1: found by the first sweep"),
+    (
+        956,
+        "S6: a restarted conductor reused an epoch number another side still used",
+    ),
 ];
 
 #[test]
@@ -407,7 +411,7 @@ fn a_grant_is_backed_only_by_a_majority_of_one_epochs_leaders() {
         .with("leader1", "c");
     let err = w
         .received(2, 1, &other)
-        .expect_err("one epoch, two leader lists");
+        .expect_err("one epoch, two leader lists sharing leaders");
     assert!(err.contains("epoch 7"), "{err}");
 }
 

@@ -136,12 +136,19 @@ impl Core {
         // again.
         let lagging = c.leaders.iter().filter(|l| **l != c.me).any(|l| {
             c.contact.get(l).is_some_and(|k| {
-                k.epoch == c.epoch
+                k.in_view(c.epoch, c.view)
                     && k.sent + c.cfg.peer_timeout >= now.mono
                     && k.active_sent.is_none_or(|a| a + settle <= now.mono)
             })
         });
-        let stuck = leaders_ok && settled && (self.contact_time(now.mono).is_none() || lagging);
+        // Somebody answers in this epoch with other leaders (a restarted
+        // conductor reused its number): a new epoch, larger than both,
+        // ends the confusion at once.
+        let conflict = c.contact.values().any(|k| {
+            k.epoch == c.epoch && k.view != c.view && k.sent + c.cfg.peer_timeout >= now.mono
+        });
+        let stuck = leaders_ok
+            && (conflict || settled && (self.contact_time(now.mono).is_none() || lagging));
         if leaders_ok && !stuck {
             return;
         }
@@ -202,6 +209,7 @@ impl Core {
         c.prev_leaders = prev_leaders;
         c.epoch = epoch;
         c.max_epoch_seen = c.max_epoch_seen.max(epoch);
+        c.view = super::view_of(&leaders);
         c.leaders = leaders;
         c.epoch_since = now.mono;
         c.lapsed_owners = 0;

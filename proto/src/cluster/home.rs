@@ -185,7 +185,7 @@ impl Core {
         let answered = c
             .contact
             .get(owner)
-            .filter(|k| k.epoch == c.epoch)
+            .filter(|k| k.in_view(c.epoch, c.view))
             .and_then(|k| k.active_sent);
         let from = answered.map_or(c.epoch_since, |a| a.max(c.epoch_since));
         Some(majority.min(from))

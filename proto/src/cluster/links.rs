@@ -141,6 +141,7 @@ impl Core {
         let active = asker.is_some_and(|a| self.answers_active(&a));
         let mut pong = Message::new("LOCKPONG").with("serial", serial);
         pong.set_u64("epoch", self.cluster.epoch);
+        pong.set_u64("view", self.cluster.view);
         pong.set("active", if active { "1" } else { "0" });
         self.send(peer, pong);
     }
@@ -155,6 +156,10 @@ impl Core {
         let serial = super::wire::u64_of(msg, "serial")?;
         let epoch = super::wire::u64_of(msg, "epoch")?;
         let active = msg.get("active") == Some(b"1");
+        let view = msg
+            .get_str("view")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let link = self.cluster.links.get_mut(&peer).expect("link is up");
         // Pings are answered in order (FIFO link): older unanswered ones
         // were lost with nothing, drop them.
@@ -170,12 +175,14 @@ impl Core {
             sent,
             epoch,
             active_sent: None,
+            view,
         });
-        if c.epoch != epoch {
+        if !c.in_view(epoch, view) {
             c.active_sent = None;
         }
         c.sent = c.sent.max(sent);
         c.epoch = epoch;
+        c.view = view;
         if active {
             c.active_sent = Some(c.active_sent.map_or(sent, |a| a.max(sent)));
         }
@@ -261,7 +268,7 @@ impl Core {
         let answered = c
             .contact
             .values()
-            .filter(|k| k.epoch == c.epoch && k.sent >= since)
+            .filter(|k| k.in_view(c.epoch, c.view) && k.sent >= since)
             .count();
         answered + 1 >= c.quorum
     }
@@ -291,7 +298,7 @@ impl Core {
                     times.push(now);
                 }
             } else if let Some(k) = c.contact.get(leader) {
-                if k.epoch == c.epoch {
+                if k.in_view(c.epoch, c.view) {
                     if let Some(a) = k.active_sent {
                         times.push(a);
                     }

@@ -50,6 +50,27 @@ pub(crate) struct Contact {
     /// Send time of the latest ping it answered as an acting leader of
     /// that epoch.
     pub active_sent: Option<Time>,
+    /// The digest of the leaders it has for that epoch.
+    pub view: u64,
+}
+
+impl Contact {
+    /// Whether it answered in epoch `epoch` with the same leaders: a
+    /// restarted conductor, having forgotten, may name an epoch number
+    /// again with other leaders, and the two must never be mixed up.
+    pub fn in_view(&self, epoch: u64, view: u64) -> bool {
+        self.epoch == epoch && self.view == view
+    }
+}
+
+/// The digest of a leader list (`view=` in `LOCKPONG`).
+pub(crate) fn view_of(leaders: &[Id]) -> u64 {
+    let mut all = Vec::new();
+    for l in leaders {
+        all.extend_from_slice(l.as_bytes());
+        all.push(b'\n');
+    }
+    ids::fnv1a64(&all)
 }
 
 /// A waiting request of this agent's clients, as sent to its owner.
@@ -74,6 +95,8 @@ pub(crate) struct Cluster {
     pub start_wall_us: u64,
     pub links: BTreeMap<PeerId, Link>,
     /// Current epoch and its leaders (ids, in order).
+    /// Digest of `leaders` ([`view_of`]).
+    pub view: u64,
     pub epoch: u64,
     pub leaders: Vec<Id>,
     pub epoch_since: Time,
@@ -138,6 +161,7 @@ impl Cluster {
             start_wall_us: now.wall.0,
             links: BTreeMap::new(),
             epoch: 0,
+            view: 0,
             leaders: Vec::new(),
             epoch_since: now.mono,
             max_epoch_seen: 0,

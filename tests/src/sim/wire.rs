@@ -150,11 +150,18 @@ impl Wire {
                     .filter_map(|k| msg.get_str(k).map(str::to_owned))
                     .collect();
                 if !list.is_empty() {
+                    // Two lists for one number: only a restarted conductor
+                    // that forgot it can do that. Agents tell the two views
+                    // apart (`LOCKPONG view=`), and every grant is judged
+                    // against one list (`backed`); but two lists sharing a
+                    // leader would be one agent in two views.
                     let lists = self.leaders.entry(epoch).or_default();
                     lists.insert(list);
-                    if lists.len() > 1 {
+                    let all: Vec<&String> = lists.iter().flatten().collect();
+                    let distinct: BTreeSet<&String> = all.iter().copied().collect();
+                    if distinct.len() < all.len() {
                         return Err(format!(
-                            "epoch {epoch} was announced with different leaders: {:?}",
+                            "epoch {epoch} was announced with different leaders that share one: {:?}",
                             self.leaders_of(epoch)
                         ));
                     }
