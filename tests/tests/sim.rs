@@ -149,7 +149,7 @@ fn long_sweep() {
 
 /// Seeds that once broke a property, each with what it found; they must
 /// stay clean.
-const FIXED: [(u64, &str); 11] = [
+const FIXED: [(u64, &str); 14] = [
     (
         94,
         "S2: an object's last fence forgotten with its last ticket",

@@ -147,8 +147,11 @@ impl Core {
         let conflict = c.contact.values().any(|k| {
             k.epoch == c.epoch && k.view != c.view && k.sent + c.cfg.peer_timeout >= now.mono
         });
+        // So is this very agent, a leader that never became ready.
+        let not_ready = c.leading.as_ref().is_some_and(|l| !l.ready);
         let stuck = leaders_ok
-            && (conflict || settled && (self.contact_time(now.mono).is_none() || lagging));
+            && (conflict
+                || settled && (self.contact_time(now.mono).is_none() || lagging || not_ready));
         if leaders_ok && !stuck {
             return;
         }

@@ -257,7 +257,14 @@ impl Core {
     /// nothing, for a home that held what the epoch does not know must
     /// first revoke.
     fn late_report(&mut self, from: &Id, r: &Report) {
-        if r.home.iter().any(|(_, held)| *held) {
+        // Counted already (a leader may have missed the news): its locks
+        // were granted in this epoch, which knows them.
+        let counted = self
+            .cluster
+            .leading
+            .as_ref()
+            .is_some_and(|l| l.reporters.contains(from));
+        if !counted && r.home.iter().any(|(_, held)| *held) {
             log::info!(
                 "late report of {} holds locks: not counted until it revokes them",
                 Cluster::name_of(from)

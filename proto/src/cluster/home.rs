@@ -207,6 +207,21 @@ impl Core {
         Some(until)
     }
 
+    /// Whether a leader of this epoch answers this agent's pings but has not
+    /// answered them as acting for `peer_timeout`: its state does not
+    /// count this agent's report.
+    fn a_leader_does_not_count_me(&self, now: Now) -> bool {
+        let c = &self.cluster;
+        let timeout = c.cfg.peer_timeout;
+        c.leaders.iter().filter(|l| **l != c.me).any(|l| {
+            c.contact.get(l).is_some_and(|k| {
+                k.in_view(c.epoch, c.view)
+                    && k.sent + timeout >= now.mono
+                    && k.active_sent.is_none_or(|a| a + timeout < k.sent)
+            })
+        })
+    }
+
     /// Takes back the held locks on objects whose owner stopped vouching
     /// (on the edge: later grants from it are not delivered until it does
     /// again).
@@ -273,10 +288,15 @@ impl Core {
         self.cluster.was_in_contact = in_contact;
         if in_contact {
             self.revoke_where_owner_lapsed(now);
-        } else if let Some((epoch, at)) = self.cluster.report_sent {
+        }
+        if let Some((epoch, at)) = self.cluster.report_sent {
             // Not counted (lost with a link, or late while holding locks,
-            // revoked since): report again.
-            if epoch == self.cluster.epoch && now.mono >= at + self.cluster.cfg.peer_timeout {
+            // revoked since), or a leader missed the news: report again.
+            let timeout = self.cluster.cfg.peer_timeout;
+            if epoch == self.cluster.epoch
+                && now.mono >= at + timeout
+                && (!in_contact || self.a_leader_does_not_count_me(now))
+            {
                 self.send_report(now);
             }
         }

@@ -50,6 +50,11 @@ pub struct Wire {
     /// yes vote, and the epoch of that vote; a `DROPTICKET` it receives
     /// ends one, and a vote of a later epoch all older ones.
     standing: BTreeMap<(String, Vec<u8>), Standing>,
+    /// (voter id, object, home, req) of the tickets each agent acted on a
+    /// `DROPTICKET` for and was not told of again since: a leader that is
+    /// not ready yet queues messages and may cast a vote after the drop
+    /// that follows it has reached it.
+    dropped: BTreeSet<(String, Vec<u8>, String, u64)>,
 }
 
 fn num(msg: &Message, name: &str) -> Option<u64> {
@@ -109,18 +114,26 @@ impl Wire {
     /// Computer `node`'s agent acts on `msg` now (later than it arrived
     /// when the computer was paused).
     pub fn processed(&mut self, node: usize, msg: &Message) {
-        if msg.command != "DROPTICKET" {
-            return;
-        }
-        if let (Some(object), Some(home), Some(req), Some(voter)) = (
+        let (Some(object), Some(home), Some(req), Some(voter)) = (
             msg.get("object_name"),
             msg.get_str("home"),
             num(msg, "req"),
             self.ids[node].clone(),
-        ) {
-            if let Some(set) = self.standing.get_mut(&(voter, object.to_vec())) {
-                set.remove(&(home.to_owned(), req));
+        ) else {
+            return;
+        };
+        let key = (voter.clone(), object.to_vec(), home.to_owned(), req);
+        match msg.command.as_str() {
+            "DROPTICKET" => {
+                if let Some(set) = self.standing.get_mut(&(voter, object.to_vec())) {
+                    set.remove(&(home.to_owned(), req));
+                }
+                self.dropped.insert(key);
             }
+            "ADDTICKET" => {
+                self.dropped.remove(&key);
+            }
+            _ => {}
         }
     }
 
@@ -207,6 +220,12 @@ impl Wire {
                 .get(&(object.to_vec(), k.0.clone(), k.1))
                 .copied()
         };
+        if self
+            .dropped
+            .contains(&(id.clone(), object.to_vec(), home.to_owned(), req))
+        {
+            return Ok(()); // cast late, dropped already
+        }
         let set = self
             .standing
             .entry((id.clone(), object.to_vec()))
