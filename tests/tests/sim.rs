@@ -176,6 +176,18 @@ const FIXED: [(u64, &str); 14] = [
         956,
         "S6: a restarted conductor reused an epoch number another side still used",
     ),
+    (
+        762,
+        "L2: an owner missed the news that a late report was counted",
+    ),
+    (
+        284,
+        "L2: the conductor was itself a leader that never became ready",
+    ),
+    (
+        555,
+        "S6 observer: a vote queued before readiness, cast after its drop",
+    ),
 ];
 
 #[test]
