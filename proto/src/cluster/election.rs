@@ -13,12 +13,13 @@ use crate::wire::Message;
 
 impl Core {
     /// `LOCKSTARTED`: who this agent is, and the epoch it is in.
-    pub(crate) fn lock_started(&self) -> Message {
+    pub(crate) fn lock_started(&self, now: Now) -> Message {
         let c = &self.cluster;
         let mut msg = Message::new("LOCKSTARTED")
             .with("lockid", &*c.me)
             .with("server_name", &c.name);
         msg.set_u64("starttime", c.start_wall_us);
+        msg.set_u64("wall", now.wall.0 / 1000);
         self.put_leaders(&mut msg);
         msg
     }
@@ -54,7 +55,9 @@ impl Core {
         }
         let id: Id = id.into();
         log::info!("{} is {id}", link.name);
-        self.cluster.links.get_mut(&peer).expect("up").id = Some(id.clone());
+        let link = self.cluster.links.get_mut(&peer).expect("up");
+        link.id = Some(id.clone());
+        link.ahead = super::links::wall_ahead(now, msg);
         self.cluster.heard.insert(id, now.mono);
         let epoch = u64_of(msg, "epoch")?;
         let leaders = Self::leaders_of(msg)?;
@@ -172,7 +175,11 @@ impl Core {
         }
         candidates.sort();
         let leaders: Vec<Id> = candidates.into_iter().take(3).map(|(_, id)| id).collect();
-        let wall_ms = now.wall.0 / 1000;
+        // The latest wall clock among the connected: when every agent that
+        // knew the last fences is gone, the epoch (and so the fence base)
+        // still follows the clock that drew the latest epochs, if it runs.
+        let ahead = known.iter().map(|(l, _)| l.ahead).max().unwrap_or(0);
+        let wall_ms = now.wall.0 / 1000 + ahead;
         let least = (c.epoch.max(c.max_epoch_seen) + 1).max(wall_ms);
         // Two conductors on both sides of a broken link may elect in the
         // same millisecond: each takes epochs of its own residue modulo

@@ -24,6 +24,10 @@ pub(crate) struct Link {
     pub pings: VecDeque<(u64, Time)>,
     /// Asked to be closed: what it says is ignored.
     pub closing: bool,
+    /// How far its wall clock was ahead of ours when it last said (`wall=`
+    /// of `LOCKSTARTED` and `LOCKPONG`), ms; the message's delay makes it
+    /// look a little behind.
+    pub ahead: u64,
 }
 
 impl Core {
@@ -34,7 +38,6 @@ impl Core {
         name: String,
         addr: SocketAddr,
     ) -> Result<(), InputError> {
-        let _ = now;
         if self.cluster.links.contains_key(&peer) {
             return Err(InputError::PeerAlreadyUp(peer));
         }
@@ -61,10 +64,11 @@ impl Core {
                 id: None,
                 pings: VecDeque::new(),
                 closing,
+                ahead: 0,
             },
         );
         if !closing {
-            let started = self.lock_started();
+            let started = self.lock_started(now);
             self.send(peer, started);
         }
         Ok(())
@@ -98,7 +102,7 @@ impl Core {
         let result = match (msg.command.as_str(), from) {
             ("LOCKSTARTED", _) => self.on_started(now, peer, &msg),
             ("LOCKPING", _) => {
-                self.on_ping(peer, &msg);
+                self.on_ping(now, peer, &msg);
                 Ok(())
             }
             (_, None) => Err(super::wire::Bad("LOCKSTARTED first")),
@@ -133,7 +137,7 @@ impl Core {
         }
     }
 
-    fn on_ping(&mut self, peer: PeerId, msg: &Message) {
+    fn on_ping(&mut self, now: Now, peer: PeerId, msg: &Message) {
         let Some(serial) = msg.get("serial") else {
             return;
         };
@@ -142,6 +146,7 @@ impl Core {
         let mut pong = Message::new("LOCKPONG").with("serial", serial);
         pong.set_u64("epoch", self.cluster.epoch);
         pong.set_u64("view", self.cluster.view);
+        pong.set_u64("wall", now.wall.0 / 1000);
         pong.set("active", if active { "1" } else { "0" });
         self.send(peer, pong);
     }
@@ -160,7 +165,10 @@ impl Core {
             .get_str("view")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        // How far its wall clock is ahead of ours (ms; the answer's delay
+        // makes it look a little behind).
         let link = self.cluster.links.get_mut(&peer).expect("link is up");
+        link.ahead = wall_ahead(now, msg);
         // Pings are answered in order (FIFO link): older unanswered ones
         // were lost with nothing, drop them.
         let mut sent = None;
@@ -312,4 +320,11 @@ impl Core {
         times.sort_unstable_by(|a, b| b.cmp(a));
         Some(times[k - 1])
     }
+}
+
+/// How far the sender's wall clock (`wall=`, ms) is ahead of ours.
+pub(crate) fn wall_ahead(now: Now, msg: &Message) -> u64 {
+    msg.get_str("wall")
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0, |w| w.saturating_sub(now.wall.0 / 1000))
 }

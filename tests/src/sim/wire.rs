@@ -2,7 +2,7 @@
 //! of a majority of one epoch's leaders, for that grant's own fence.
 //!
 //! The simulator carries every message between agents, so it sees who
-//! announced which leaders for which epoch (`LOCKLEADERS`), who each agent
+//! announced which leaders for which epoch (`LOCKLEADERS`, `LOCKSTARTED`), who each agent
 //! is (`LOCKSTARTED`), every vote an owner received (`LOCKACTIVATED
 //! ok=true`), and every grant carried into a new epoch's state
 //! (`LOCKTICKETS part=state`, which the collector sends the other leaders:
@@ -154,7 +154,7 @@ impl Wire {
                 self.note_state(to, msg);
             }
             "LOCKACTIVATED" if msg.get("ok") == Some(b"true") => self.note_vote(to, from, msg),
-            "LOCKLEADERS" => {
+            "LOCKLEADERS" | "LOCKSTARTED" => {
                 let Some(epoch) = num(msg, "epoch") else {
                     return Ok(());
                 };
