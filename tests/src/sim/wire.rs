@@ -55,6 +55,8 @@ pub struct Wire {
     /// not ready yet queues messages and may cast a vote after the drop
     /// that follows it has reached it.
     dropped: BTreeSet<(String, Vec<u8>, String, u64)>,
+    /// (agent id, epoch) → the leader-list digests it answered pings with.
+    views: BTreeMap<(String, u64), BTreeSet<u64>>,
 }
 
 fn num(msg: &Message, name: &str) -> Option<u64> {
@@ -77,6 +79,21 @@ impl Wire {
 
     /// Computer `node` sent `msg` to a peer; `Err` when that breaks a rule.
     pub fn sent(&mut self, node: usize, msg: &Message) -> Result<(), String> {
+        if msg.command == "LOCKPONG" {
+            // An agent answers in one view per epoch number: never in two.
+            if let (Some(epoch), Some(view), Some(id)) =
+                (num(msg, "epoch"), num(msg, "view"), self.ids[node].clone())
+            {
+                let views = self.views.entry((id.clone(), epoch)).or_default();
+                views.insert(view);
+                if views.len() > 1 {
+                    return Err(format!(
+                        "{id} answered in epoch {epoch} with two leader lists: {:?}",
+                        self.leaders_of(epoch)
+                    ));
+                }
+            }
+        }
         if msg.command == "LOCKACTIVATED" && msg.get("ok") == Some(b"true") {
             // Checked when cast: the owner may drop the ticket before the
             // vote reaches it.
@@ -165,19 +182,9 @@ impl Wire {
                 if !list.is_empty() {
                     // Two lists for one number: only a restarted conductor
                     // that forgot it can do that. Agents tell the two views
-                    // apart (`LOCKPONG view=`), and every grant is judged
-                    // against one list (`backed`); but two lists sharing a
-                    // leader would be one agent in two views.
-                    let lists = self.leaders.entry(epoch).or_default();
-                    lists.insert(list);
-                    let all: Vec<&String> = lists.iter().flatten().collect();
-                    let distinct: BTreeSet<&String> = all.iter().copied().collect();
-                    if distinct.len() < all.len() {
-                        return Err(format!(
-                            "epoch {epoch} was announced with different leaders that share one: {:?}",
-                            self.leaders_of(epoch)
-                        ));
-                    }
+                    // apart (`LOCKPONG view=`, checked in `sent`), and every
+                    // grant is judged against one list (`backed`).
+                    self.leaders.entry(epoch).or_default().insert(list);
                 }
             }
             "LOCKTICKETS" => self.note_state(to, msg),
