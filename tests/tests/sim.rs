@@ -149,7 +149,7 @@ fn long_sweep() {
 
 /// Seeds that once broke a property, each with what it found; they must
 /// stay clean.
-const FIXED: [(u64, &str); 14] = [
+const FIXED: [(u64, &str); 16] = [
     (
         94,
         "S2: an object's last fence forgotten with its last ticket",
@@ -187,6 +187,14 @@ const FIXED: [(u64, &str); 14] = [
     (
         555,
         "S6 observer: a vote queued before readiness, cast after its drop",
+    ),
+    (
+        164,
+        "S6 observer: a restarted conductor's second list for one epoch",
+    ),
+    (
+        8739,
+        "S1: a home moved to a new epoch kept a lock its old owner dropped",
     ),
 ];
 

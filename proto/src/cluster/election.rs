@@ -208,6 +208,7 @@ impl Core {
                 .join(", ")
         );
         let prev_epoch = self.cluster.epoch;
+        self.carry_over();
         let prev_leaders = std::mem::take(&mut self.cluster.leaders);
         if let Some(l) = self.cluster.leading.take() {
             if l.ready {

@@ -10,7 +10,7 @@ use crate::core::Core;
 use crate::core::replies;
 use crate::core::request::Refusal;
 use crate::core::table::{ObjectName, State, Ticket, TicketId};
-use crate::time::{Now, Time};
+use crate::time::Now;
 use crate::wire::Message;
 
 /// A waiting request is sent again this often (its answer may be lost
@@ -156,7 +156,7 @@ impl Core {
         let grace = self.cluster.cfg.grace;
         if !self.in_contact(now)
             || self
-                .owner_vouches_from(from)
+                .object_vouched_from(object)
                 .is_none_or(|t| now.mono >= t + grace)
         {
             return Ok(()); // said again on the next re-send, if in contact then
@@ -166,45 +166,6 @@ impl Core {
         self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
         self.deliver_grant(now, &name, id, fence, &t);
         Ok(())
-    }
-
-    /// The time from which `owner`, a leader of this epoch, vouches for
-    /// this agent's locks on the objects it owns: the send time of the
-    /// latest ping it answered as an acting leader of this epoch (or this
-    /// agent's adoption of the epoch, before any), never later than what a
-    /// majority of the leaders vouches for. An owner drops the tickets of a
-    /// home it has not heard from for stretch(grace) + a ping interval, so
-    /// the home stops relying on them `grace` after this time: a majority
-    /// answering is not enough when the owner is not in it.
-    pub(crate) fn owner_vouches_from(&self, owner: &Id) -> Option<Time> {
-        let c = &self.cluster;
-        let majority = c.last_ok?;
-        if *owner == c.me {
-            return Some(majority); // never drops its own home's tickets
-        }
-        let answered = c
-            .contact
-            .get(owner)
-            .filter(|k| k.in_view(c.epoch, c.view))
-            .and_then(|k| k.active_sent);
-        let from = answered.map_or(c.epoch_since, |a| a.max(c.epoch_since));
-        Some(majority.min(from))
-    }
-
-    /// Until when this agent vouches for the locks on `objects` (for all of
-    /// its locks when empty): `valid_for` in `ABSOLUTELY`.
-    pub(crate) fn vouched_until<'a>(
-        &self,
-        objects: impl Iterator<Item = &'a ObjectName>,
-    ) -> Option<Time> {
-        let grace = self.cluster.cfg.grace;
-        let mut until = self.cluster.last_ok? + grace;
-        for name in objects {
-            if let Some(i) = self.cluster.owner_index(name) {
-                until = until.min(self.owner_vouches_from(&self.cluster.leaders[i])? + grace);
-            }
-        }
-        Some(until)
     }
 
     /// Whether a leader of this epoch answers this agent's pings but has not
@@ -222,57 +183,6 @@ impl Core {
         })
     }
 
-    /// Takes back the held locks on objects whose owner stopped vouching
-    /// (on the edge: later grants from it are not delivered until it does
-    /// again).
-    fn revoke_where_owner_lapsed(&mut self, now: Now) {
-        let grace = self.cluster.cfg.grace;
-        let mut lapsed = 0u8;
-        for (i, l) in self.cluster.leaders.iter().enumerate().take(8) {
-            if *l != self.cluster.me
-                && self
-                    .owner_vouches_from(l)
-                    .is_none_or(|t| now.mono >= t + grace)
-            {
-                lapsed |= 1 << i;
-            }
-        }
-        let newly = lapsed & !self.cluster.lapsed_owners;
-        self.cluster.lapsed_owners = lapsed;
-        if newly == 0 {
-            return;
-        }
-        let held: Vec<(ObjectName, TicketId)> = self
-            .table
-            .objects
-            .iter()
-            .filter(|(n, _)| {
-                self.cluster
-                    .owner_index(n)
-                    .is_some_and(|i| i < 8 && newly & (1 << i) != 0)
-            })
-            .flat_map(|(n, o)| {
-                o.tickets
-                    .iter()
-                    .filter(|t| t.state.is_held())
-                    .map(move |t| (n.clone(), t.id))
-            })
-            .collect();
-        if !held.is_empty() {
-            log::warn!(
-                "no answer from the owner of {} held locks for {grace:?}: revoking them",
-                held.len()
-            );
-        }
-        for (name, id) in held {
-            if let Some(t) = self.take_ticket(&name, id) {
-                if let Some(owner) = t.owner {
-                    self.reply(owner, replies::unlocked(&name, t.tag, Some("lost")));
-                }
-            }
-        }
-    }
-
     /// Every tick: revoke when contact is lost (the edge), re-send what
     /// waits, report again when the report is not counted.
     pub(crate) fn home_tick(&mut self, now: Now) {
@@ -288,6 +198,8 @@ impl Core {
         self.cluster.was_in_contact = in_contact;
         if in_contact {
             self.revoke_where_owner_lapsed(now);
+        } else {
+            self.cluster.carried.clear(); // revoked
         }
         if let Some((epoch, at)) = self.cluster.report_sent {
             // Not counted (lost with a link, or late while holding locks,

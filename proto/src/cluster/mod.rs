@@ -12,6 +12,7 @@ mod home;
 pub(crate) mod ids;
 mod leader;
 mod links;
+mod vouch;
 pub(crate) mod wire;
 
 use std::collections::BTreeMap;
@@ -120,6 +121,9 @@ pub(crate) struct Cluster {
     pub was_in_contact: bool,
     /// Home: bit i = leader i stopped vouching for the locks it owns.
     pub lapsed_owners: u8,
+    /// Home: the locks held when this agent moved to this epoch, with what
+    /// their former owner vouched for and who it was (`vouch.rs`).
+    pub carried: BTreeMap<ObjectName, (Time, Option<Id>)>,
     /// Largest fence this agent knows of.
     pub fence_floor: u64,
     pub next_tick: Time,
@@ -175,6 +179,7 @@ impl Cluster {
             last_ok: None,
             was_in_contact: false,
             lapsed_owners: 0,
+            carried: BTreeMap::new(),
             fence_floor: 0,
             next_tick: now.mono,
             ping_serial: 0,
