@@ -210,6 +210,31 @@ fn seeds_that_once_failed_stay_clean() {
     }
 }
 
+/// Seeds that still break a property, all the same limit (docs/cluster.md,
+/// "Limits"): with unsynchronized wall clocks, a quorum formed by agents
+/// that restarted with their memory lost and agents that never heard of
+/// the latest epoch draws fences below those of that epoch, which an agent
+/// cut off from them still remembers.
+const OPEN: [(u64, &str); 6] = [
+    (1161, "S2"),
+    (4382, "S2"),
+    (4386, "S2"),
+    (5080, "S2"),
+    (8067, "S2"),
+    (8121, "S2"),
+];
+
+#[test]
+#[ignore = "known failures of a documented limit: see OPEN"]
+fn seeds_still_open() {
+    let failing: Vec<u64> = OPEN
+        .iter()
+        .filter(|(seed, _)| !sim::run(&options(*seed)).ok())
+        .map(|(seed, _)| *seed)
+        .collect();
+    assert!(failing.is_empty(), "still failing: {failing:?}");
+}
+
 #[test]
 fn replay() {
     let Some(seed) = env_u64("SIM_SEED") else {

@@ -20,6 +20,9 @@ impl Core {
             .with("server_name", &c.name);
         msg.set_u64("starttime", c.start_wall_us);
         msg.set_u64("wall", now.wall.0 / 1000);
+        // The largest epoch it heard of, adopted or not: a conductor that
+        // restarted learns how far epochs (and so fences) went.
+        msg.set_u64("max_epoch", c.max_epoch_seen.max(c.epoch));
         self.put_leaders(&mut msg);
         msg
     }
@@ -61,6 +64,10 @@ impl Core {
         self.cluster.heard.insert(id, now.mono);
         let epoch = u64_of(msg, "epoch")?;
         let leaders = Self::leaders_of(msg)?;
+        if let Some(max) = msg.get_str("max_epoch").and_then(|v| v.parse().ok()) {
+            self.note_epoch_seen(now, max);
+        }
+        self.note_epoch_seen(now, epoch);
         if epoch > self.cluster.epoch && !leaders.is_empty() {
             self.adopt(now, epoch, leaders);
         } else if epoch < self.cluster.epoch {

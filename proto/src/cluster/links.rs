@@ -99,6 +99,11 @@ impl Core {
         if let Some(id) = &from {
             self.cluster.heard.insert(id.clone(), now.mono);
         }
+        // Any epoch a peer names, current or not, bounds the next one from
+        // below (a conductor must draw past every epoch fences came from).
+        if let Some(epoch) = msg.get_str("epoch").and_then(|v| v.parse().ok()) {
+            self.note_epoch_seen(now, epoch);
+        }
         let result = match (msg.command.as_str(), from) {
             ("LOCKSTARTED", _) => self.on_started(now, peer, &msg),
             ("LOCKPING", _) => {

@@ -113,6 +113,7 @@ impl World {
         node.pending.clear();
         node.wake_at = None;
         node.incarnation += 1;
+        node.seen = 0;
         self.wire.forget(i);
         for other in 0..self.nodes.len() {
             if other != i {
@@ -146,6 +147,12 @@ impl World {
         let alive: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].core.is_some())
             .collect();
+        if !self.knobs.ntp {
+            // Fences no running agent can know of are lost as well: the
+            // agents that saw them all crashed.
+            let known = alive.iter().map(|&i| self.nodes[i].seen).max().unwrap_or(0);
+            self.checker.forget_fences_above(self.now, known);
+        }
         if alive.is_empty() || alive.iter().any(|&i| self.nodes[i].knows) {
             return;
         }

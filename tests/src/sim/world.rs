@@ -112,6 +112,10 @@ pub(super) struct Node {
     /// Whether its agent descends from the cluster's memory: it ran from
     /// the start, or linked up with an agent that does since it restarted.
     pub knows: bool,
+    /// The largest fence its agent can know of from what it sent or acted
+    /// on: fences, fence floors and bases, and epochs (an epoch E tells of
+    /// fences up to about `E << 20`).
+    pub seen: u64,
 }
 
 /// The agent's side of a client connection.
@@ -217,6 +221,7 @@ impl World {
                 wakes_here: (0, 0),
                 running_since: 0,
                 knows: true,
+                seen: 0,
             });
         }
         let n = knobs.nodes;
@@ -398,6 +403,7 @@ impl World {
         self.trace_input(i, &input);
         if let Input::PeerMessage { msg, .. } = &input {
             self.wire.processed(i, msg);
+            self.nodes[i].seen = self.nodes[i].seen.max(fence_knowledge(msg));
         }
         let now = self.nodes[i].clock.now(self.now);
         let core = self.nodes[i].core.as_mut().expect("running");
@@ -490,6 +496,7 @@ impl World {
             Output::PeerSend { peer, msg } => {
                 self.trace.num(peer.0);
                 self.trace.message(&msg);
+                self.nodes[i].seen = self.nodes[i].seen.max(fence_knowledge(&msg));
                 if let Err(what) = self.wire.sent(i, &msg) {
                     self.checker.report(self.now, "S6", what);
                 }
@@ -649,4 +656,15 @@ impl World {
 /// A message as one log line.
 pub fn show(msg: &Message) -> String {
     format!("{msg}").trim_end().to_owned()
+}
+
+/// The largest fence a message tells of (see [`Node::seen`]).
+fn fence_knowledge(msg: &Message) -> u64 {
+    let num = |name: &str| -> u64 {
+        msg.get_str(name)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let epoch = num("epoch").min(u64::MAX >> 20) << 20;
+    epoch.max(num("fence")).max(num("floor")).max(num("base"))
 }

@@ -30,17 +30,20 @@ pub const C: usize = 2;
 /// thing, scaled down).
 pub const FENCE_SPAN: u8 = 16;
 
-/// The protocol as written in docs/cluster.md, or with the change the model
-/// suggests.
+/// The protocol without or with the change the model found necessary. The
+/// code follows its first half (`active=1` only to an agent whose report
+/// is in the epoch's state); for the second it relies on the handover
+/// keeping a reporting home's tickets only when the home still has them,
+/// and on a home answering `UNLOCK` to any grant it no longer wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Design {
-    /// docs/cluster.md as written.
+    /// Without it: any acting leader of the new epoch counts for a home's
+    /// contact (the first version of docs/cluster.md).
     AsWritten,
-    /// As written, plus: a leader of a new epoch counts for a home's
-    /// contact only when the home's report is in the state it installed
-    /// (`LOCKTICKETS` names the homes it was built from), and a home
-    /// re-sends its set of requests to the owner, which drops that home's
-    /// tickets the set does not name.
+    /// A leader of a new epoch counts for a home's contact only when the
+    /// home's report is in the state it installed (`LOCKTICKETS` names the
+    /// homes it was built from), and a home re-sends its set of requests
+    /// to the owner, which drops that home's tickets the set does not name.
     ReportedContact,
 }
 
