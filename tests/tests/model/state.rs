@@ -325,7 +325,7 @@ pub struct Member {
 }
 
 impl Member {
-    fn start(id: Id) -> Member {
+    pub(crate) fn start(id: Id) -> Member {
         Member {
             id,
             alive: true,

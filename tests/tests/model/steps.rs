@@ -649,17 +649,8 @@ impl Cluster {
 impl Member {
     pub(crate) fn stopped(id: Id) -> Member {
         Member {
-            id,
             alive: false,
-            epoch: 0,
-            ready: false,
-            table: Table::empty(0),
-            frozen: None,
-            collect: None,
-            pending_lock: 0,
-            pending_unlock: 0,
-            reported: Vec::new(),
-            max_fence: 0,
+            ..Member::start(id)
         }
     }
 }
