@@ -198,8 +198,6 @@ impl Core {
         self.cluster.was_in_contact = in_contact;
         if in_contact {
             self.revoke_where_owner_lapsed(now);
-        } else {
-            self.cluster.carried.clear(); // revoked
         }
         if let Some((epoch, at)) = self.cluster.report_sent {
             // Not counted (lost with a link, or late while holding locks,
