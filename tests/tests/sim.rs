@@ -215,13 +215,15 @@ fn seeds_that_once_failed_stay_clean() {
 /// that restarted with their memory lost and agents that never heard of
 /// the latest epoch draws fences below those of that epoch, which an agent
 /// cut off from them still remembers.
-const OPEN: [(u64, &str); 6] = [
+const OPEN: [(u64, &str); 8] = [
     (1161, "S2"),
     (4382, "S2"),
     (4386, "S2"),
     (5080, "S2"),
     (8067, "S2"),
     (8121, "S2"),
+    (15052, "S2"),
+    (19029, "S2"),
 ];
 
 #[test]
