@@ -144,13 +144,11 @@ impl Core {
         // it for long lost part of the handover (its state, or our report
         // in it): its objects would wait forever. A new epoch hands over
         // again.
-        let lagging = c.leaders.iter().filter(|l| **l != c.me).any(|l| {
-            c.contact.get(l).is_some_and(|k| {
-                k.in_view(c.epoch, c.view)
-                    && k.sent + c.cfg.peer_timeout >= now.mono
-                    && k.active_sent.is_none_or(|a| a + settle <= now.mono)
-            })
-        });
+        let lagging = c
+            .leaders
+            .iter()
+            .filter(|l| **l != c.me)
+            .any(|l| self.answers_without_acting(l, now.mono, settle));
         // Somebody answers in this epoch with other leaders (a restarted
         // conductor reused its number): a new epoch, larger than both,
         // ends the confusion at once.

@@ -174,13 +174,10 @@ impl Core {
     fn a_leader_does_not_count_me(&self, now: Now) -> bool {
         let c = &self.cluster;
         let timeout = c.cfg.peer_timeout;
-        c.leaders.iter().filter(|l| **l != c.me).any(|l| {
-            c.contact.get(l).is_some_and(|k| {
-                k.in_view(c.epoch, c.view)
-                    && k.sent + timeout >= now.mono
-                    && k.active_sent.is_none_or(|a| a + timeout < k.sent)
-            })
-        })
+        c.leaders
+            .iter()
+            .filter(|l| **l != c.me)
+            .any(|l| self.answers_without_acting(l, now.mono, timeout))
     }
 
     /// Every tick: revoke when contact is lost (the edge), re-send what

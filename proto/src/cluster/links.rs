@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use super::{Contact, Id, PeerId};
 use crate::core::{Core, InputError, Output};
@@ -294,6 +295,18 @@ impl Core {
             return false;
         };
         l.ready && l.reporters.contains(asker) && self.acting(self.last_now)
+    }
+
+    /// Whether `leader` answered a ping in this view within `peer_timeout`
+    /// but none as acting for `window`: it lost part of the handover (its
+    /// state, or the news that this agent's report counts).
+    pub(crate) fn answers_without_acting(&self, leader: &Id, now: Time, window: Duration) -> bool {
+        let c = &self.cluster;
+        c.contact.get(leader).is_some_and(|k| {
+            k.in_view(c.epoch, c.view)
+                && k.sent + c.cfg.peer_timeout >= now
+                && k.active_sent.is_none_or(|a| a + window <= now)
+        })
     }
 
     /// Home: the latest time at which a majority of this epoch's leaders

@@ -12,6 +12,14 @@ use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
 
 impl Core {
+    /// Whether a client of this agent holds `object`.
+    fn holds(&self, object: &[u8]) -> bool {
+        self.table
+            .objects
+            .get(object)
+            .is_some_and(|o| o.tickets.iter().any(|t| t.state.is_held()))
+    }
+
     /// The send time of the latest ping `owner`, a leader of this view,
     /// answered as an acting leader (for this agent itself: now, while it
     /// acts as a ready leader).
@@ -61,12 +69,7 @@ impl Core {
         let grace = self.cluster.cfg.grace;
         let mut until = self.cluster.last_ok? + grace;
         for name in objects {
-            let held = self
-                .table
-                .objects
-                .get(name)
-                .is_some_and(|o| o.tickets.iter().any(|t| t.state.is_held()));
-            if held {
+            if self.holds(name) {
                 until = until.min(self.object_vouched_from(name)? + grace);
             }
         }
@@ -79,8 +82,8 @@ impl Core {
     /// agent's tickets there once it has not heard it for `release_delay`.
     pub(crate) fn carry_over(&mut self) {
         let mut carried = BTreeMap::new();
-        for (name, o) in &self.table.objects {
-            if !o.tickets.iter().any(|t| t.state.is_held()) {
+        for name in self.table.objects.keys() {
+            if !self.holds(name) {
                 continue;
             }
             let Some(at) = self.object_vouched_from(name) else {
@@ -106,11 +109,7 @@ impl Core {
             .saturating_sub(cfg.stretch(cfg.stretch(cfg.peer_timeout)));
         let names: Vec<ObjectName> = self.cluster.carried.keys().cloned().collect();
         for name in names {
-            let held = self
-                .table
-                .objects
-                .get(&name)
-                .is_some_and(|o| o.tickets.iter().any(|t| t.state.is_held()));
+            let held = self.holds(&name);
             let Some(i) = self.cluster.owner_index(&name).filter(|_| held) else {
                 self.cluster.carried.remove(&name);
                 continue;
