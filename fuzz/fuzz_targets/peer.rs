@@ -51,6 +51,15 @@ const PARTS: [&str; 8] = [
     "begin", "leader", "home", "end", "state-begin", "state", "reporter", "state-end",
 ];
 
+/// `tickets=` of `LOCKTICKETS` batches: one record, two, an own home's
+/// (empty home), cut short.
+const TICKETS: [&str; 4] = [
+    "1048576 1 x 0 h 0 1 1:a0:7:node2/7",
+    "2097152 2 s 3 t 5000 - 3:b;c37:05|0000000000|127.0.0.1:4002|10|node27:node2/71048576 3 x 0 s 0 0 1:a0:7:node2/8",
+    "3145728 4 x 0 h 0 - 4:\"d\\37:06|0000000007|127.0.0.1:4003|11|node37:node3/1",
+    "5 x 0 h",
+];
+
 /// Ids of the two fuzzed peers (their names and addresses match the links).
 fn peer_id(n: usize) -> String {
     format!("{:02}|{:010}|127.0.0.1:{}|{}|node{}", 5 + n, 7 * n, 4002 + n, 10 + n, 2 + n)
@@ -88,6 +97,8 @@ fn message(b: &mut Bytes<'_>, ids: &[String], epochs: &[u64]) -> Option<Message>
         m.set_u64("delay", u64::from(b.byte()?) * 10_000);
         m.set("id", b.pick(ids)?);
         m.set("held", b.pick(&["true", "false"])?);
+        m.set_u64("n", u64::from(b.byte()? % 3));
+        m.set("tickets", b.pick(&TICKETS)?);
     }
     if flags & 64 != 0 {
         m.set("key", "node2/7");

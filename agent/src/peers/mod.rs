@@ -18,8 +18,8 @@
 //! died without this side noticing yet): the new one replaces it.
 //!
 //! Misbehaving peers cost only their own link: an unparsable or oversized
-//! line, a failed proof, a handshake not done in time, or more than
-//! [`MAX_UNSENT`] bytes the peer does not read closes that link.
+//! line, a failed proof, a handshake not done in time, or more unsent
+//! bytes than [`max_unsent`] allows closes that link.
 
 mod admit;
 pub mod handshake;
@@ -56,9 +56,21 @@ const FIRST_TOKEN: usize = 1 << 40;
 
 /// Longest peer line, in bytes; longer closes the link.
 pub const MAX_LINE: usize = 1 << 20;
-/// Unsent bytes a link may have; beyond, the peer is not reading and the
-/// link is closed.
+/// Unsent bytes a link may have at least; beyond [`max_unsent`], the peer
+/// is not reading and the link is closed.
 pub const MAX_UNSENT: usize = 64 << 20;
+/// Bytes a handover may need per ticket on one link: a report names each
+/// held ticket twice (in its leader table and as its home's), on lines of
+/// a few hundred bytes.
+pub const UNSENT_PER_TICKET: usize = 1024;
+
+/// Unsent bytes a link may have: a handover sends every held ticket to
+/// the new epoch's collector and on to the other leaders in one go, so the
+/// bound grows with `max_tickets`; a peer that reads nothing still loses
+/// its link once that much waits for it.
+pub fn max_unsent(max_tickets: usize) -> usize {
+    MAX_UNSENT.max(max_tickets.saturating_mul(UNSENT_PER_TICKET))
+}
 /// How long a link may take from its first byte (or its dialing) to up.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a refused link may take to read its `REFUSE`.
@@ -180,6 +192,8 @@ pub(crate) struct Peers {
     accept_at: Option<Time>,
     stopping: bool,
     read_buf: Box<[u8]>,
+    /// [`max_unsent`] of the configuration.
+    max_unsent: usize,
 }
 
 impl Peers {
@@ -205,6 +219,7 @@ impl Peers {
             accept_at: None,
             stopping: false,
             read_buf: vec![0; READ_BUF].into_boxed_slice(),
+            max_unsent: max_unsent(cfg.core.max_tickets),
         };
         let cluster = &cfg.core.cluster;
         let Some(listen) = cluster.listen else {
@@ -630,11 +645,10 @@ impl Peers {
             return;
         }
         link.queue(msg);
-        if link.pending() > MAX_UNSENT
-            && (link.flush() == FlushOutcome::Failed || link.pending() > MAX_UNSENT)
-        {
+        let max = self.max_unsent;
+        if link.pending() > max && (link.flush() == FlushOutcome::Failed || link.pending() > max) {
             let why = format!(
-                "more than {MAX_UNSENT} bytes unsent: the other agent does not read; closing the link"
+                "more than {max} bytes unsent: the other agent does not read; closing the link"
             );
             return self.drop_link(registry, now, peer.0, Level::Warn, &why);
         }

@@ -7,13 +7,19 @@ use std::time::Duration;
 
 use super::config::Plant;
 use super::leader::{LState, LTicket};
-use super::wire::{Bad, bool_of, bytes_of, kind_of, put_kind, str_of, u64_of};
+use super::wire::{Bad, bytes_of, str_of, u64_of};
 use super::{Cluster, Id};
 use crate::core::Core;
+use crate::core::request::parse_u64;
 use crate::core::table::{ObjectName, State};
-use crate::core::ticket::Kind;
+use crate::core::ticket::{Kind, Mode, Policy};
 use crate::time::{Now, Time};
 use crate::wire::Message;
+
+/// How much later a report is sent again, per line of it: about what
+/// building, sending and reading a line costs, so that an agent with many
+/// locks spends at most a fraction of its time reporting.
+const REPORT_PAUSE_PER_LINE: Duration = Duration::from_micros(4);
 
 /// One held (or, from a home, waiting) ticket in a report or a state.
 #[derive(Clone, Debug)]
@@ -26,32 +32,230 @@ pub(crate) struct RTicket {
     pub kind: Kind,
 }
 
+/// Most tickets on one `LOCKTICKETS` line, and most bytes of their
+/// records: a handover of a million locks is a few thousand lines, each
+/// well under the peer line limit even escaped.
+const BATCH_TICKETS: usize = 512;
+const BATCH_BYTES: usize = 256 << 10;
+
 impl RTicket {
-    fn read(msg: &Message, home: Option<&Id>) -> Result<RTicket, Bad> {
-        Ok(RTicket {
-            object: ObjectName::from(bytes_of(msg, "object_name")?),
-            home: match home {
-                Some(h) => h.clone(),
-                None => str_of(msg, "home")?.into(),
+    /// Appends this ticket's record (see [`Batch`]).
+    fn encode(&self, held: Option<bool>, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let (mode, limit) = (
+            match self.kind.mode {
+                Mode::Exclusive => 'x',
+                Mode::Shared => 's',
             },
-            req: u64_of(msg, "req")?,
-            key: str_of(msg, "key")?.into(),
-            fence: u64_of(msg, "fence")?,
-            kind: kind_of(msg)?,
-        })
+            self.kind.limit.unwrap_or(0),
+        );
+        let (policy, quiet) = match self.kind.policy {
+            Policy::Hard => ('h', 0),
+            Policy::Soft => ('s', 0),
+            Policy::Timed { quiet } => ('t', u64::try_from(quiet.as_micros()).unwrap_or(u64::MAX)),
+        };
+        let held = match held {
+            None => '-',
+            Some(true) => '1',
+            Some(false) => '0',
+        };
+        let _ = write!(
+            out,
+            "{} {} {mode} {limit} {policy} {quiet} {held} {}:",
+            self.fence,
+            self.req,
+            self.object.len()
+        );
+        out.extend_from_slice(&self.object);
+        let _ = write!(out, "{}:", self.home.len());
+        out.extend_from_slice(self.home.as_bytes());
+        let _ = write!(out, "{}:", self.key.len());
+        out.extend_from_slice(self.key.as_bytes());
     }
 
-    fn write(&self, epoch: u64, part: &str) -> Message {
-        let mut m = Message::new("LOCKTICKETS").with("part", part);
-        m.set_u64("epoch", epoch);
-        m.set("object_name", &*self.object);
-        m.set("home", &*self.home);
-        m.set_u64("req", self.req);
-        m.set("key", &*self.key);
-        m.set_u64("fence", self.fence);
-        put_kind(&mut m, &self.kind);
-        m
+    /// Reads one record from the front of `input`; `home` stands for an
+    /// empty home (a home's own report).
+    fn decode(input: &mut &[u8], home: Option<&Id>) -> Result<(RTicket, Option<bool>), Bad> {
+        fn word<'a>(input: &mut &'a [u8], end: u8) -> Result<&'a [u8], Bad> {
+            let at = input.iter().position(|&b| b == end).ok_or(Bad("tickets"))?;
+            let (w, rest) = input.split_at(at);
+            *input = &rest[1..];
+            Ok(w)
+        }
+        fn num(input: &mut &[u8], end: u8) -> Result<u64, Bad> {
+            parse_u64(word(input, end)?).ok_or(Bad("tickets"))
+        }
+        fn bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8], Bad> {
+            let len = usize::try_from(num(input, b':')?).map_err(|_| Bad("tickets"))?;
+            if len > input.len() {
+                return Err(Bad("tickets"));
+            }
+            let (b, rest) = input.split_at(len);
+            *input = rest;
+            Ok(b)
+        }
+        fn text<'a>(input: &mut &'a [u8]) -> Result<&'a str, Bad> {
+            std::str::from_utf8(bytes(input)?).map_err(|_| Bad("tickets"))
+        }
+        let fence = num(input, b' ')?;
+        let req = num(input, b' ')?;
+        let mode = match word(input, b' ')? {
+            b"x" => Mode::Exclusive,
+            b"s" => Mode::Shared,
+            _ => return Err(Bad("mode")),
+        };
+        let limit = match num(input, b' ')? {
+            0 => None,
+            l => Some(u32::try_from(l).map_err(|_| Bad("limit"))?),
+        };
+        let policy = word(input, b' ')?;
+        let quiet = Duration::from_micros(num(input, b' ')?);
+        let policy = match policy {
+            b"h" => Policy::Hard,
+            b"s" => Policy::Soft,
+            b"t" => Policy::Timed { quiet },
+            _ => return Err(Bad("policy")),
+        };
+        let held = match word(input, b' ')? {
+            b"-" => None,
+            b"1" => Some(true),
+            b"0" => Some(false),
+            _ => return Err(Bad("held")),
+        };
+        let object = bytes(input)?;
+        if object.is_empty() {
+            return Err(Bad("object_name"));
+        }
+        let object = ObjectName::from(object);
+        let home = match (text(input)?, home) {
+            ("", Some(h)) => h.clone(),
+            ("", None) => return Err(Bad("home")),
+            (h, _) => Id::from(h),
+        };
+        let key = text(input)?.into();
+        let kind = Kind {
+            mode,
+            limit,
+            policy,
+        };
+        Ok((
+            RTicket {
+                object,
+                home,
+                req,
+                key,
+                fence,
+                kind,
+            },
+            held,
+        ))
     }
+}
+
+/// Tickets on `LOCKTICKETS` lines: `part=P;epoch=E;n=K;tickets=R` where R
+/// is K records, each `FENCE REQ MODE LIMIT POLICY QUIET HELD ` followed by
+/// the object name, the home's id and the key, each as `LEN:BYTES`
+/// (`MODE` `x` or `s`, `LIMIT` 0 for none, `POLICY` `h`, `s` or `t`,
+/// `QUIET` µs, `HELD` `1`, `0` or `-`; an empty home is the sender).
+struct Batch {
+    part: &'static str,
+    epoch: u64,
+    records: Vec<u8>,
+    count: usize,
+}
+
+impl Batch {
+    fn new(part: &'static str, epoch: u64) -> Batch {
+        Batch {
+            part,
+            epoch,
+            records: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Adds a ticket; returns a full line when one is ready.
+    fn push(&mut self, t: &RTicket, held: Option<bool>) -> Option<Message> {
+        t.encode(held, &mut self.records);
+        self.count += 1;
+        if self.count >= BATCH_TICKETS || self.records.len() >= BATCH_BYTES {
+            return self.take();
+        }
+        None
+    }
+
+    /// The line of what was added since the last one, if anything was.
+    fn take(&mut self) -> Option<Message> {
+        if self.count == 0 {
+            return None;
+        }
+        let mut m = Message::new("LOCKTICKETS").with("part", self.part);
+        m.set_u64("epoch", self.epoch);
+        m.set_u64("n", self.count as u64);
+        m.set("tickets", std::mem::take(&mut self.records));
+        self.count = 0;
+        Some(m)
+    }
+}
+
+/// The tickets of a `LOCKTICKETS` line, each with what it says of being
+/// held; `home` stands for an empty home.
+pub(crate) fn read_batch(
+    msg: &Message,
+    home: Option<&Id>,
+) -> Result<Vec<(RTicket, Option<bool>)>, Bad> {
+    let n = u64_of(msg, "n")?;
+    let mut input = bytes_of(msg, "tickets")?;
+    let mut out = Vec::new();
+    while !input.is_empty() {
+        if out.len() as u64 >= n {
+            return Err(Bad("n"));
+        }
+        out.push(RTicket::decode(&mut input, home)?);
+    }
+    if out.len() as u64 != n {
+        return Err(Bad("n"));
+    }
+    Ok(out)
+}
+
+/// One ticket of a `LOCKTICKETS` line as an observer outside the core
+/// sees it (the simulator's wire checks).
+#[derive(Clone, Debug)]
+pub struct TicketRecord {
+    /// The object's name.
+    pub object: Vec<u8>,
+    /// The id of the agent the request came from.
+    pub home: String,
+    /// The request's number on its home.
+    pub req: u64,
+    /// `<server_name>/<pid>`.
+    pub key: String,
+    /// The fence it was granted with (0: not granted).
+    pub fence: u64,
+    /// `mode=shared`.
+    pub shared: bool,
+    /// `limit=`, if any.
+    pub limit: Option<u32>,
+}
+
+/// The tickets a `LOCKTICKETS` line carries (none when it carries none or
+/// cannot be read); an empty home is `sender`.
+pub fn ticket_records(msg: &Message, sender: &str) -> Vec<TicketRecord> {
+    let sender: Id = sender.into();
+    read_batch(msg, Some(&sender))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(t, _)| TicketRecord {
+            object: t.object.to_vec(),
+            home: t.home.to_string(),
+            req: t.req,
+            key: t.key.to_string(),
+            fence: t.fence,
+            shared: t.kind.mode == Mode::Shared,
+            limit: t.kind.limit,
+        })
+        .collect()
 }
 
 /// What one agent reported.
@@ -134,6 +338,7 @@ impl Core {
         }
         lines.push(begin);
         if let Some((_, table)) = &c.frozen {
+            let mut batch = Batch::new("leader", epoch);
             for (name, o) in &table.objects {
                 for t in &o.tickets {
                     if let Some(fence) = t.fence() {
@@ -145,11 +350,14 @@ impl Core {
                             fence,
                             kind: t.kind,
                         };
-                        lines.push(r.write(epoch, "leader"));
+                        lines.extend(batch.push(&r, None));
                     }
                 }
             }
+            lines.extend(batch.take());
         }
+        let mut batch = Batch::new("home", epoch);
+        let no_home: Id = Id::from("");
         for (name, o) in &self.table.objects {
             for t in &o.tickets {
                 let (fence, held) = match t.state {
@@ -158,22 +366,23 @@ impl Core {
                 };
                 let r = RTicket {
                     object: name.clone(),
-                    home: c.me.clone(),
+                    home: no_home.clone(),
                     req: t.id.0,
                     key: t.key.clone(),
                     fence,
                     kind: t.kind,
                 };
-                let mut m = r.write(epoch, "home");
-                m.set("held", if held { "true" } else { "false" });
-                lines.push(m);
+                lines.extend(batch.push(&r, Some(held)));
             }
         }
+        lines.extend(batch.take());
         let mut end = Message::new("LOCKTICKETS").with("part", "end");
         end.set_u64("epoch", epoch);
         end.set_u64("count", lines.len() as u64 + 1);
         lines.push(end);
         self.cluster.report_sent = Some((epoch, now.mono));
+        self.cluster.report_pause =
+            REPORT_PAUSE_PER_LINE * u32::try_from(lines.len()).unwrap_or(u32::MAX);
         for m in lines {
             self.post(&collector, m);
         }
@@ -198,7 +407,8 @@ impl Core {
         part: &str,
         msg: &Message,
     ) -> Result<(), Bad> {
-        let max_lines = self.config.max_tickets as u64 * 2 + 16;
+        let max_tickets = self.config.max_tickets as u64 * 2;
+        let max_lines = max_tickets + 16;
         let Some(collect) = self.cluster.collect.as_mut() else {
             return Ok(()); // not the collector
         };
@@ -233,10 +443,20 @@ impl Core {
             return Err(Bad("part (too many)"));
         }
         match part {
-            "leader" => r.leader.push(RTicket::read(msg, None)?),
-            "home" => r
-                .home
-                .push((RTicket::read(msg, Some(from))?, bool_of(msg, "held"))),
+            "leader" | "home" => {
+                let tickets = read_batch(msg, Some(from))?;
+                if (r.leader.len() + r.home.len() + tickets.len()) as u64 > max_tickets {
+                    collect.partial.remove(from);
+                    return Err(Bad("part (too many tickets)"));
+                }
+                for (t, held) in tickets {
+                    if part == "leader" {
+                        r.leader.push(t);
+                    } else {
+                        r.home.push((t, held == Some(true)));
+                    }
+                }
+            }
             _ => {
                 let r = collect.partial.remove(from).expect("present");
                 if u64_of(msg, "count")? != r.lines {
@@ -397,9 +617,11 @@ impl Core {
             u64::try_from(delay.as_micros()).unwrap_or(u64::MAX),
         );
         msgs.push(begin);
+        let mut batch = Batch::new("state", epoch);
         for t in held.values() {
-            msgs.push(t.write(epoch, "state"));
+            msgs.extend(batch.push(t, None));
         }
+        msgs.extend(batch.take());
         for id in reports.keys() {
             let mut m = Message::new("LOCKTICKETS").with("part", "reporter");
             m.set_u64("epoch", epoch);
@@ -446,7 +668,14 @@ impl Core {
                 };
                 l.state_lines += 1;
                 match part {
-                    "state" => s.tickets.push(RTicket::read(msg, None)?),
+                    "state" => {
+                        let tickets = read_batch(msg, None)?;
+                        if s.tickets.len() + tickets.len() > self.config.max_tickets * 2 {
+                            l.state_in = None;
+                            return Err(Bad("part (too many tickets)"));
+                        }
+                        s.tickets.extend(tickets.into_iter().map(|(t, _)| t));
+                    }
                     "reporter" => {
                         s.reporters.insert(str_of(msg, "id")?.into());
                     }
@@ -507,6 +736,136 @@ impl Core {
             if let Err(Bad(what)) = self.on_lock_message(now, &from, &cmd, &msg) {
                 log::warn!("{cmd} dropped: bad or missing {what}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{encode_to_vec, parse};
+
+    fn ticket(object: &[u8], home: &str, n: u64) -> RTicket {
+        RTicket {
+            object: ObjectName::from(object),
+            home: Id::from(home),
+            req: n,
+            key: format!("node{n}/{}", n * 7).into(),
+            fence: n << 20 | n,
+            kind: match n % 3 {
+                0 => Kind {
+                    mode: Mode::Exclusive,
+                    limit: None,
+                    policy: Policy::Timed {
+                        quiet: Duration::from_micros(1_500_000 + n),
+                    },
+                },
+                1 => Kind {
+                    mode: Mode::Shared,
+                    limit: Some(u32::try_from(n).unwrap()),
+                    policy: Policy::Hard,
+                },
+                _ => Kind {
+                    mode: Mode::Exclusive,
+                    limit: None,
+                    policy: Policy::Soft,
+                },
+            },
+        }
+    }
+
+    /// Lines as they cross a link: encoded, then parsed.
+    fn through_the_wire(lines: Vec<Message>) -> Vec<Message> {
+        lines
+            .iter()
+            .map(|m| {
+                let mut line = encode_to_vec(m);
+                assert_eq!(line.pop(), Some(b'\n'));
+                assert!(line.len() < 1 << 20, "a line of {} bytes", line.len());
+                parse(&line).expect("parses")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tickets_cross_the_wire_in_batches() {
+        let odd: &[&[u8]] = &[
+            b"https://example.com/a;b=\"c\"\\d",
+            b"12:34 x s 0 h - 5:",
+            b"\xff\x00\n\r;",
+            &[b'x'; 4096],
+        ];
+        let mut all = Vec::new();
+        for n in 0..2000u64 {
+            let mut object = odd[n as usize % odd.len()].to_vec();
+            object.extend_from_slice(n.to_string().as_bytes());
+            let home = if n % 5 == 0 {
+                ""
+            } else {
+                "14|1|127.0.0.1:4040|7|a"
+            };
+            let held = [None, Some(true), Some(false)][n as usize % 3];
+            all.push((ticket(&object, home, n), held));
+        }
+        let mut batch = Batch::new("home", 9);
+        let mut lines = Vec::new();
+        for (t, held) in &all {
+            lines.extend(batch.push(t, *held));
+        }
+        lines.extend(batch.take());
+        assert!(batch.take().is_none());
+        assert!(lines.len() > 4, "{} lines for 2000 tickets", lines.len());
+        let sender = Id::from("14|2|127.0.0.1:4041|8|b");
+        let mut read = Vec::new();
+        for m in through_the_wire(lines) {
+            assert_eq!(u64_of(&m, "epoch").unwrap(), 9);
+            read.extend(read_batch(&m, Some(&sender)).expect("reads"));
+        }
+        assert_eq!(read.len(), all.len());
+        for ((t, held), (r, rheld)) in all.iter().zip(&read) {
+            assert_eq!(r.object, t.object);
+            let home = if t.home.is_empty() { &sender } else { &t.home };
+            assert_eq!(&r.home, home);
+            assert_eq!((r.req, r.fence, &r.key), (t.req, t.fence, &t.key));
+            assert_eq!((r.kind.mode, r.kind.limit), (t.kind.mode, t.kind.limit));
+            assert_eq!(r.kind.policy, t.kind.policy);
+            assert_eq!(rheld, held);
+        }
+    }
+
+    #[test]
+    fn a_bad_batch_is_refused_whole() {
+        let t = ticket(b"name", "14|1|127.0.0.1:4040|7|a", 3);
+        let mut batch = Batch::new("state", 1);
+        assert!(batch.push(&t, None).is_none());
+        let good = batch.take().expect("one line");
+        assert_eq!(read_batch(&good, None).expect("reads").len(), 1);
+        let records = good.get("tickets").unwrap().to_vec();
+        let mut cases: Vec<Message> = Vec::new();
+        // A count that does not match, records cut short, a length beyond
+        // the end, an empty home where none stands for it, garbage.
+        let mut m = good.clone();
+        m.set_u64("n", 2);
+        cases.push(m);
+        for cut in [1, 5, records.len() - 1] {
+            let mut m = good.clone();
+            m.set("tickets", &records[..cut]);
+            cases.push(m);
+        }
+        let mut m = good.clone();
+        m.set("tickets", b"1 2 x 0 h 0 - 999:name0:5:a/b/c");
+        cases.push(m);
+        let mut m = good.clone();
+        m.set("tickets", b"1 2 x 0 h 0 - 4:name0:5:a/b/c");
+        cases.push(m);
+        let mut m = good.clone();
+        m.set("tickets", b"1 2 q 0 h 0 - 4:name1:h5:a/b/c");
+        cases.push(m);
+        let mut m = good.clone();
+        m.set("tickets", b"1 2 x 99999999999 h 0 - 4:name1:h5:a/b/c");
+        cases.push(m);
+        for (i, m) in cases.iter().enumerate() {
+            assert!(read_batch(m, None).is_err(), "case {i} was read");
         }
     }
 }

@@ -199,7 +199,7 @@ impl Core {
         if let Some((epoch, at)) = self.cluster.report_sent {
             // Not counted (lost with a link, or late while holding locks,
             // revoked since), or a leader missed the news: report again.
-            let timeout = self.cluster.cfg.peer_timeout;
+            let timeout = self.cluster.cfg.peer_timeout + self.cluster.report_pause;
             if epoch == self.cluster.epoch
                 && now.mono >= at + timeout
                 && (!in_contact || self.a_leader_does_not_count_me(now))

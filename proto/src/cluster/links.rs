@@ -204,8 +204,10 @@ impl Core {
         Ok(())
     }
 
-    /// Every `ping_interval`: ping every link, close silent ones.
-    pub(crate) fn ping_all(&mut self, now: Now) {
+    /// Every `ping_interval`: ping every link, close silent ones, unless
+    /// this agent itself was `stalled` since the last round: then every
+    /// link gets this round to be heard (its messages wait to be read).
+    pub(crate) fn ping_all(&mut self, now: Now, stalled: bool) {
         let timeout = self.cluster.cfg.peer_timeout;
         let peers: Vec<PeerId> = self.cluster.links.keys().copied().collect();
         for peer in peers {
@@ -223,7 +225,8 @@ impl Core {
                 (None, s) => s,
                 (h, None) => h,
             };
-            if link.pings.front().is_some()
+            if !stalled
+                && link.pings.front().is_some()
                 && silent_since.is_some_and(|s| s + timeout <= now.mono)
                 && heard.is_none_or(|h| h + timeout <= now.mono)
             {

@@ -19,8 +19,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use config::{ClusterConfig, Plant};
+pub use handover::{TicketRecord, ticket_records};
 
 use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
@@ -113,6 +115,10 @@ pub(crate) struct Cluster {
     pub collect: Option<Collect>,
     /// The epoch this agent's report was accepted for... or sent for.
     pub report_sent: Option<(u64, Time)>,
+    /// How much longer than `peer_timeout` to wait before reporting again:
+    /// a report of a million locks costs every agent on its way seconds,
+    /// and reports must not follow each other faster than they are read.
+    pub report_pause: Duration,
     pub submitted: BTreeMap<TicketId, Submitted>,
     /// Home: when contact with a majority of acting leaders last held,
     /// carried across epoch changes.
@@ -175,6 +181,7 @@ impl Cluster {
             frozen: None,
             collect: None,
             report_sent: None,
+            report_pause: Duration::ZERO,
             submitted: BTreeMap::new(),
             last_ok: None,
             was_in_contact: false,

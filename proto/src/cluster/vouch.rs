@@ -107,6 +107,14 @@ impl Core {
         let cfg = &self.cluster.cfg;
         let window = (cfg.stretch(cfg.grace) + cfg.ping_interval)
             .saturating_sub(cfg.stretch(cfg.stretch(cfg.peer_timeout)));
+        // Until a new owner answers, nothing can settle: a million locks
+        // carried over are not walked every tick for nothing.
+        let answers: Vec<Option<Time>> = (self.cluster.leaders.clone().iter())
+            .map(|l| self.answered_by(l, now.mono))
+            .collect();
+        if self.cluster.carried.is_empty() || answers.iter().all(Option::is_none) {
+            return;
+        }
         let names: Vec<ObjectName> = self.cluster.carried.keys().cloned().collect();
         for name in names {
             let held = self.holds(&name);
@@ -114,10 +122,10 @@ impl Core {
                 self.cluster.carried.remove(&name);
                 continue;
             };
-            let owner = self.cluster.leaders[i].clone();
-            let (at, old_owner) = self.cluster.carried[&name].clone();
-            if let Some(a) = self.answered_by(&owner, now.mono) {
-                if old_owner.as_ref() == Some(&owner) || a <= at + window {
+            let owner = &self.cluster.leaders[i];
+            let (at, old_owner) = &self.cluster.carried[&name];
+            if let Some(a) = answers[i] {
+                if old_owner.as_ref() == Some(owner) || a <= *at + window {
                     self.cluster.carried.remove(&name);
                 }
             }

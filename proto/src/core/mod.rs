@@ -471,9 +471,14 @@ impl Core {
         if !self.cluster.multi || self.stopping || now.mono < self.cluster.next_tick {
             return;
         }
+        // A tick more than an interval late means this agent did not run
+        // (paused, or busy with a large handover): what its peers sent
+        // meanwhile waits unread, so their silence proves nothing yet.
+        let stalled =
+            now.mono.saturating_since(self.cluster.next_tick) > self.cluster.cfg.ping_interval;
         self.cluster.next_tick = now.mono + self.cluster.cfg.ping_interval;
         self.forget_old_ids(now);
-        self.ping_all(now);
+        self.ping_all(now, stalled);
         self.home_tick(now);
         self.leader_tick(now);
         self.check_collect(now);

@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use snaplock_proto::cluster::{TicketRecord, ticket_records};
 use snaplock_proto::wire::Message;
 
 /// (epoch, agent id) pairs: who voted, or who installed a state, in which
@@ -104,28 +105,28 @@ impl Wire {
                 self.ids[node] = Some(id.to_owned());
             }
         }
-        self.note_state(node, msg);
+        if msg.command == "LOCKTICKETS" {
+            let sender = self.ids[node].clone().unwrap_or_default();
+            self.note_state(node, msg, &ticket_records(msg, &sender));
+        }
         Ok(())
     }
 
     /// A ticket of an epoch's state (`LOCKTICKETS part=state`) that
     /// computer `node` sent (as collector) or received (as leader).
-    fn note_state(&mut self, node: usize, msg: &Message) {
+    fn note_state(&mut self, node: usize, msg: &Message, tickets: &[TicketRecord]) {
         if msg.command != "LOCKTICKETS" || msg.get("part") != Some(b"state") {
             return;
         }
-        let (Some(epoch), Some(fence), Some(object), Some(id)) = (
-            num(msg, "epoch"),
-            num(msg, "fence"),
-            msg.get("object_name"),
-            self.ids[node].clone(),
-        ) else {
+        let (Some(epoch), Some(id)) = (num(msg, "epoch"), self.ids[node].clone()) else {
             return;
         };
-        self.states
-            .entry((object.to_vec(), fence))
-            .or_default()
-            .insert((epoch, id));
+        for t in tickets {
+            self.states
+                .entry((t.object.clone(), t.fence))
+                .or_default()
+                .insert((epoch, id.clone()));
+        }
     }
 
     /// Computer `node`'s agent acts on `msg` now (later than it arrived
@@ -159,7 +160,7 @@ impl Wire {
     pub fn received(&mut self, to: usize, from: usize, msg: &Message) -> Result<(), String> {
         match msg.command.as_str() {
             // Every message that describes a ticket (it has its key).
-            "ADDTICKET" | "LOCKTICKETS" if msg.get("key").is_some() => {
+            "ADDTICKET" if msg.get("key").is_some() => {
                 if let (Some(object), Some(home), Some(req)) =
                     (msg.get("object_name"), msg.get_str("home"), num(msg, "req"))
                 {
@@ -168,7 +169,18 @@ impl Wire {
                     self.kinds
                         .insert((object.to_vec(), home.to_owned(), req), (exclusive, limit));
                 }
-                self.note_state(to, msg);
+            }
+            "LOCKTICKETS" => {
+                let sender = self.ids[from].clone().unwrap_or_default();
+                let tickets = ticket_records(msg, &sender);
+                for t in &tickets {
+                    let limit = t.limit.map_or(u64::MAX, u64::from);
+                    self.kinds.insert(
+                        (t.object.clone(), t.home.clone(), t.req),
+                        (!t.shared, limit),
+                    );
+                }
+                self.note_state(to, msg, &tickets);
             }
             "LOCKACTIVATED" if msg.get("ok") == Some(b"true") => self.note_vote(to, from, msg),
             "LOCKLEADERS" | "LOCKSTARTED" => {
@@ -187,7 +199,6 @@ impl Wire {
                     self.leaders.entry(epoch).or_default().insert(list);
                 }
             }
-            "LOCKTICKETS" => self.note_state(to, msg),
             _ => {}
         }
         Ok(())
