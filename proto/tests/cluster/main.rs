@@ -192,3 +192,50 @@ fn losing_two_of_three_leaders_of_five_waits_the_lock_delay_before_any_grant() {
         .expect("granted after the delay");
     assert_eq!(got.command, "LOCKED", "{got}");
 }
+
+#[test]
+fn thousands_of_held_locks_cross_a_failover_in_batches_and_stay_held() {
+    // More tickets than one LOCKTICKETS line carries: the reports and the
+    // state of the new epoch go in several batches.
+    const N: usize = 3000;
+    let mut net = Net::new(3, 6);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let a = net.open(0);
+    for k in 0..N {
+        net.send(
+            a,
+            &format!("LOCK object_name=held-{k};duration=600;tag={k}"),
+        );
+    }
+    let mut fences = Vec::new();
+    for _ in 0..N {
+        let got = net.wait_reply(a, Duration::from_secs(5)).expect("granted");
+        assert_eq!(got.command, "LOCKED", "{got}");
+        fences.push(got.get_str("fence").unwrap().parse::<u64>().unwrap());
+    }
+    let epoch =
+        |net: &mut Net, i| -> u64 { net.info(i).get_str("epoch").unwrap().parse().unwrap() };
+    let before = epoch(&mut net, 0);
+    net.crash(2);
+    net.run_until(Duration::from_secs(20), |n| {
+        epoch(n, 1) > before && n.info(1).get_str("ready") == Some("true")
+    });
+    // The holder lost nothing, and every name is still taken for the
+    // clients of another agent.
+    let b = net.open(1);
+    for k in (0..N).step_by(97) {
+        net.send(b, &format!("LOCK object_name=held-{k};try=true;tag={k}"));
+        let got = net.wait_reply(b, Duration::from_secs(5)).expect("answered");
+        assert_eq!(got.get_str("error"), Some("busy"), "held-{k}: {got}");
+    }
+    assert!(
+        net.wait_reply(a, Duration::from_secs(1)).is_none(),
+        "nothing revoked"
+    );
+    // The new epoch grants, with fences above those of the old one.
+    net.send(b, "LOCK object_name=fresh;tag=1");
+    let got = net.wait_reply(b, Duration::from_secs(5)).expect("granted");
+    assert_eq!(got.command, "LOCKED", "{got}");
+    let fence: u64 = got.get_str("fence").unwrap().parse().unwrap();
+    assert!(fence > *fences.iter().max().unwrap());
+}
