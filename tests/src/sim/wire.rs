@@ -51,11 +51,13 @@ pub struct Wire {
     /// yes vote, and the epoch of that vote; a `DROPTICKET` it receives
     /// ends one, and a vote of a later epoch all older ones.
     standing: BTreeMap<(String, Vec<u8>), Standing>,
-    /// (voter id, object, home, req) of the tickets each agent acted on a
-    /// `DROPTICKET` for and was not told of again since: a leader that is
-    /// not ready yet queues messages and may cast a vote after the drop
-    /// that follows it has reached it.
-    dropped: BTreeSet<(String, Vec<u8>, String, u64)>,
+    /// (voter id, object, home, req, epoch) of the tickets each agent
+    /// acted on a `DROPTICKET` of that epoch for and was not told of again
+    /// in it since: a leader that is not ready yet queues messages and may
+    /// cast a vote after the drop that follows it has reached it. Agents
+    /// ignore messages of other epochs, so an `ADDTICKET` of an older
+    /// epoch arriving late does not undo the drop.
+    dropped: BTreeSet<(String, Vec<u8>, String, u64, u64)>,
     /// (agent id, epoch) → the leader-list digests it answered pings with.
     views: BTreeMap<(String, u64), BTreeSet<u64>>,
 }
@@ -132,19 +134,22 @@ impl Wire {
     /// Computer `node`'s agent acts on `msg` now (later than it arrived
     /// when the computer was paused).
     pub fn processed(&mut self, node: usize, msg: &Message) {
-        let (Some(object), Some(home), Some(req), Some(voter)) = (
+        let (Some(object), Some(home), Some(req), Some(voter), Some(epoch)) = (
             msg.get("object_name"),
             msg.get_str("home"),
             num(msg, "req"),
             self.ids[node].clone(),
+            num(msg, "epoch"),
         ) else {
             return;
         };
-        let key = (voter.clone(), object.to_vec(), home.to_owned(), req);
+        let key = (voter.clone(), object.to_vec(), home.to_owned(), req, epoch);
         match msg.command.as_str() {
             "DROPTICKET" => {
                 if let Some(set) = self.standing.get_mut(&(voter, object.to_vec())) {
-                    set.remove(&(home.to_owned(), req));
+                    if set.get(&(home.to_owned(), req)) == Some(&epoch) {
+                        set.remove(&(home.to_owned(), req));
+                    }
                 }
                 self.dropped.insert(key);
             }
@@ -240,7 +245,7 @@ impl Wire {
         };
         if self
             .dropped
-            .contains(&(id.clone(), object.to_vec(), home.to_owned(), req))
+            .contains(&(id.clone(), object.to_vec(), home.to_owned(), req, epoch))
         {
             return Ok(()); // cast late, dropped already
         }
