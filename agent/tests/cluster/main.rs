@@ -232,3 +232,53 @@ fn five_agents_survive_the_loss_of_two_leaders() {
     assert_eq!(got.command, "LOCKED", "{got}");
     assert!(fence(&got) > fence(&held));
 }
+
+#[test]
+fn thousands_of_held_locks_survive_the_sigkill_of_a_leader() {
+    // Enough tickets that the handover goes in several LOCKTICKETS batches
+    // over real links.
+    const N: usize = 5000;
+    let mut c = Cluster::start("many", 3);
+    let before: u64 = c.info(0).get_str("epoch").unwrap().parse().unwrap();
+    let mut holder = Client::connect(&c.socket(0));
+    let mut top = 0;
+    for chunk in 0..N / 500 {
+        for k in chunk * 500..(chunk + 1) * 500 {
+            holder.send(&format!("LOCK object_name=many-{k};duration=600;tag={k}"));
+        }
+        for _ in 0..500 {
+            let got = holder.recv();
+            assert_eq!(got.command, "LOCKED", "{got}");
+            top = top.max(fence(&got));
+        }
+    }
+    c.signal(2, Signal::SIGKILL);
+    c.wait_exit(2);
+    let start = now();
+    let info = loop {
+        let info = c.wait_ready(1, Duration::from_secs(30));
+        let epoch: u64 = info.get_str("epoch").unwrap().parse().unwrap();
+        if epoch > before {
+            break info;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no new epoch: {info}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        !info.get_str("leaders").unwrap().contains("node2"),
+        "{info}"
+    );
+    // The holder was told of no loss, and every name is still taken.
+    holder.assert_silent_for(Duration::from_secs(1));
+    let mut other = Client::connect(&c.socket(1));
+    for k in (0..N).step_by(250) {
+        let got = other.request(&format!("LOCK object_name=many-{k};try=true"));
+        assert_eq!(got.get_str("error"), Some("busy"), "many-{k}: {got}");
+    }
+    let got = other.request("LOCK object_name=after-the-failover");
+    assert_eq!(got.command, "LOCKED", "{got}");
+    assert!(fence(&got) > top, "{} > {top}", fence(&got));
+}
