@@ -852,18 +852,16 @@ mod tests {
             m.set("tickets", &records[..cut]);
             cases.push(m);
         }
-        let mut m = good.clone();
-        m.set("tickets", b"1 2 x 0 h 0 - 999:name0:5:a/b/c");
-        cases.push(m);
-        let mut m = good.clone();
-        m.set("tickets", b"1 2 x 0 h 0 - 4:name0:5:a/b/c");
-        cases.push(m);
-        let mut m = good.clone();
-        m.set("tickets", b"1 2 q 0 h 0 - 4:name1:h5:a/b/c");
-        cases.push(m);
-        let mut m = good.clone();
-        m.set("tickets", b"1 2 x 99999999999 h 0 - 4:name1:h5:a/b/c");
-        cases.push(m);
+        for bad in [
+            "1 2 x 0 h 0 - 999:name0:5:a/b/c",
+            "1 2 x 0 h 0 - 4:name0:5:a/b/c",
+            "1 2 q 0 h 0 - 4:name1:h5:a/b/c",
+            "1 2 x 99999999999 h 0 - 4:name1:h5:a/b/c",
+        ] {
+            let mut m = good.clone();
+            m.set("tickets", bad);
+            cases.push(m);
+        }
         for (i, m) in cases.iter().enumerate() {
             assert!(read_batch(m, None).is_err(), "case {i} was read");
         }
