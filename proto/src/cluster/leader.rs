@@ -136,7 +136,7 @@ impl Leading {
         let t = o.tickets.remove(pos);
         self.tickets -= 1;
         if let Some(set) = self.by_home.get_mut(&t.home) {
-            set.retain(|(n, r)| !(*r == req && **n == *name));
+            set.remove(&(ObjectName::from(name), req));
             if set.is_empty() {
                 self.by_home.remove(&t.home);
             }
