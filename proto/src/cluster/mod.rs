@@ -5,6 +5,7 @@
 //! The shell owns the links (dialing, handshake, framing); this module sees
 //! a link once it is up and speaks the lock protocol over it.
 
+mod batch;
 pub mod config;
 mod election;
 mod handover;
@@ -21,8 +22,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use batch::{TicketRecord, ticket_records};
 pub use config::{ClusterConfig, Plant};
-pub use handover::{TicketRecord, ticket_records};
 
 use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};

@@ -1,0 +1,377 @@
+//! Tickets on the wire in a handover: `LOCKTICKETS` lines that carry
+//! many tickets each (docs/cluster.md "Handover"), so that a handover of a
+//! million held locks is thousands of lines, not millions of messages.
+
+use std::time::Duration;
+
+use super::Id;
+use super::wire::{Bad, bytes_of, u64_of};
+use crate::core::request::parse_u64;
+use crate::core::table::ObjectName;
+use crate::core::ticket::{Kind, Mode, Policy};
+use crate::wire::Message;
+
+/// One held (or, from a home, waiting) ticket in a report or a state.
+#[derive(Clone, Debug)]
+pub(crate) struct RTicket {
+    pub object: ObjectName,
+    pub home: Id,
+    pub req: u64,
+    pub key: Box<str>,
+    pub fence: u64,
+    pub kind: Kind,
+}
+
+/// Most tickets on one `LOCKTICKETS` line, and most bytes of their
+/// records: a handover of a million locks is a few thousand lines, each
+/// well under the peer line limit even escaped.
+const BATCH_TICKETS: usize = 512;
+const BATCH_BYTES: usize = 256 << 10;
+
+impl RTicket {
+    /// Appends this ticket's record (see [`Batch`]).
+    fn encode(&self, held: Option<bool>, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let (mode, limit) = (
+            match self.kind.mode {
+                Mode::Exclusive => 'x',
+                Mode::Shared => 's',
+            },
+            self.kind.limit.unwrap_or(0),
+        );
+        let (policy, quiet) = match self.kind.policy {
+            Policy::Hard => ('h', 0),
+            Policy::Soft => ('s', 0),
+            Policy::Timed { quiet } => ('t', u64::try_from(quiet.as_micros()).unwrap_or(u64::MAX)),
+        };
+        let held = match held {
+            None => '-',
+            Some(true) => '1',
+            Some(false) => '0',
+        };
+        let _ = write!(
+            out,
+            "{} {} {mode} {limit} {policy} {quiet} {held} {}:",
+            self.fence,
+            self.req,
+            self.object.len()
+        );
+        out.extend_from_slice(&self.object);
+        let _ = write!(out, "{}:", self.home.len());
+        out.extend_from_slice(self.home.as_bytes());
+        let _ = write!(out, "{}:", self.key.len());
+        out.extend_from_slice(self.key.as_bytes());
+    }
+
+    /// Reads one record from the front of `input`; `home` stands for an
+    /// empty home (a home's own report).
+    fn decode(input: &mut &[u8], home: Option<&Id>) -> Result<(RTicket, Option<bool>), Bad> {
+        fn word<'a>(input: &mut &'a [u8], end: u8) -> Result<&'a [u8], Bad> {
+            let at = input.iter().position(|&b| b == end).ok_or(Bad("tickets"))?;
+            let (w, rest) = input.split_at(at);
+            *input = &rest[1..];
+            Ok(w)
+        }
+        fn num(input: &mut &[u8], end: u8) -> Result<u64, Bad> {
+            parse_u64(word(input, end)?).ok_or(Bad("tickets"))
+        }
+        fn bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8], Bad> {
+            let len = usize::try_from(num(input, b':')?).map_err(|_| Bad("tickets"))?;
+            if len > input.len() {
+                return Err(Bad("tickets"));
+            }
+            let (b, rest) = input.split_at(len);
+            *input = rest;
+            Ok(b)
+        }
+        fn text<'a>(input: &mut &'a [u8]) -> Result<&'a str, Bad> {
+            std::str::from_utf8(bytes(input)?).map_err(|_| Bad("tickets"))
+        }
+        let fence = num(input, b' ')?;
+        let req = num(input, b' ')?;
+        let mode = match word(input, b' ')? {
+            b"x" => Mode::Exclusive,
+            b"s" => Mode::Shared,
+            _ => return Err(Bad("mode")),
+        };
+        let limit = match num(input, b' ')? {
+            0 => None,
+            l => Some(u32::try_from(l).map_err(|_| Bad("limit"))?),
+        };
+        let policy = word(input, b' ')?;
+        let quiet = Duration::from_micros(num(input, b' ')?);
+        let policy = match policy {
+            b"h" => Policy::Hard,
+            b"s" => Policy::Soft,
+            b"t" => Policy::Timed { quiet },
+            _ => return Err(Bad("policy")),
+        };
+        let held = match word(input, b' ')? {
+            b"-" => None,
+            b"1" => Some(true),
+            b"0" => Some(false),
+            _ => return Err(Bad("held")),
+        };
+        let object = bytes(input)?;
+        if object.is_empty() {
+            return Err(Bad("object_name"));
+        }
+        let object = ObjectName::from(object);
+        let home = match (text(input)?, home) {
+            ("", Some(h)) => h.clone(),
+            ("", None) => return Err(Bad("home")),
+            (h, _) => Id::from(h),
+        };
+        let key = text(input)?.into();
+        let kind = Kind {
+            mode,
+            limit,
+            policy,
+        };
+        Ok((
+            RTicket {
+                object,
+                home,
+                req,
+                key,
+                fence,
+                kind,
+            },
+            held,
+        ))
+    }
+}
+
+/// Tickets on `LOCKTICKETS` lines: `part=P;epoch=E;n=K;tickets=R` where R
+/// is K records, each `FENCE REQ MODE LIMIT POLICY QUIET HELD ` followed by
+/// the object name, the home's id and the key, each as `LEN:BYTES`
+/// (`MODE` `x` or `s`, `LIMIT` 0 for none, `POLICY` `h`, `s` or `t`,
+/// `QUIET` µs, `HELD` `1`, `0` or `-`; an empty home is the sender).
+pub(crate) struct Batch {
+    part: &'static str,
+    epoch: u64,
+    records: Vec<u8>,
+    count: usize,
+}
+
+impl Batch {
+    pub(crate) fn new(part: &'static str, epoch: u64) -> Batch {
+        Batch {
+            part,
+            epoch,
+            records: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Adds a ticket; returns a full line when one is ready.
+    pub(crate) fn push(&mut self, t: &RTicket, held: Option<bool>) -> Option<Message> {
+        t.encode(held, &mut self.records);
+        self.count += 1;
+        if self.count >= BATCH_TICKETS || self.records.len() >= BATCH_BYTES {
+            return self.take();
+        }
+        None
+    }
+
+    /// The line of what was added since the last one, if anything was.
+    pub(crate) fn take(&mut self) -> Option<Message> {
+        if self.count == 0 {
+            return None;
+        }
+        let mut m = Message::new("LOCKTICKETS").with("part", self.part);
+        m.set_u64("epoch", self.epoch);
+        m.set_u64("n", self.count as u64);
+        m.set("tickets", std::mem::take(&mut self.records));
+        self.count = 0;
+        Some(m)
+    }
+}
+
+/// The tickets of a `LOCKTICKETS` line, each with what it says of being
+/// held; `home` stands for an empty home.
+pub(crate) fn read_batch(
+    msg: &Message,
+    home: Option<&Id>,
+) -> Result<Vec<(RTicket, Option<bool>)>, Bad> {
+    let n = u64_of(msg, "n")?;
+    let mut input = bytes_of(msg, "tickets")?;
+    let mut out = Vec::new();
+    while !input.is_empty() {
+        if out.len() as u64 >= n {
+            return Err(Bad("n"));
+        }
+        out.push(RTicket::decode(&mut input, home)?);
+    }
+    if out.len() as u64 != n {
+        return Err(Bad("n"));
+    }
+    Ok(out)
+}
+
+/// One ticket of a `LOCKTICKETS` line as an observer outside the core
+/// sees it (the simulator's wire checks).
+#[derive(Clone, Debug)]
+pub struct TicketRecord {
+    /// The object's name.
+    pub object: Vec<u8>,
+    /// The id of the agent the request came from.
+    pub home: String,
+    /// The request's number on its home.
+    pub req: u64,
+    /// `<server_name>/<pid>`.
+    pub key: String,
+    /// The fence it was granted with (0: not granted).
+    pub fence: u64,
+    /// `mode=shared`.
+    pub shared: bool,
+    /// `limit=`, if any.
+    pub limit: Option<u32>,
+}
+
+/// The tickets a `LOCKTICKETS` line carries (none when it carries none or
+/// cannot be read); an empty home is `sender`.
+pub fn ticket_records(msg: &Message, sender: &str) -> Vec<TicketRecord> {
+    let sender: Id = sender.into();
+    read_batch(msg, Some(&sender))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(t, _)| TicketRecord {
+            object: t.object.to_vec(),
+            home: t.home.to_string(),
+            req: t.req,
+            key: t.key.to_string(),
+            fence: t.fence,
+            shared: t.kind.mode == Mode::Shared,
+            limit: t.kind.limit,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{encode_to_vec, parse};
+
+    fn ticket(object: &[u8], home: &str, n: u64) -> RTicket {
+        RTicket {
+            object: ObjectName::from(object),
+            home: Id::from(home),
+            req: n,
+            key: format!("node{n}/{}", n * 7).into(),
+            fence: n << 20 | n,
+            kind: match n % 3 {
+                0 => Kind {
+                    mode: Mode::Exclusive,
+                    limit: None,
+                    policy: Policy::Timed {
+                        quiet: Duration::from_micros(1_500_000 + n),
+                    },
+                },
+                1 => Kind {
+                    mode: Mode::Shared,
+                    limit: Some(u32::try_from(n).unwrap()),
+                    policy: Policy::Hard,
+                },
+                _ => Kind {
+                    mode: Mode::Exclusive,
+                    limit: None,
+                    policy: Policy::Soft,
+                },
+            },
+        }
+    }
+
+    /// Lines as they cross a link: encoded, then parsed.
+    fn through_the_wire(lines: Vec<Message>) -> Vec<Message> {
+        lines
+            .iter()
+            .map(|m| {
+                let mut line = encode_to_vec(m);
+                assert_eq!(line.pop(), Some(b'\n'));
+                assert!(line.len() < 1 << 20, "a line of {} bytes", line.len());
+                parse(&line).expect("parses")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tickets_cross_the_wire_in_batches() {
+        let odd: &[&[u8]] = &[
+            b"https://example.com/a;b=\"c\"\\d",
+            b"12:34 x s 0 h - 5:",
+            b"\xff\x00\n\r;",
+            &[b'x'; 4096],
+        ];
+        let mut all = Vec::new();
+        for n in 0..2000u64 {
+            let mut object = odd[n as usize % odd.len()].to_vec();
+            object.extend_from_slice(n.to_string().as_bytes());
+            let home = if n % 5 == 0 {
+                ""
+            } else {
+                "14|1|127.0.0.1:4040|7|a"
+            };
+            let held = [None, Some(true), Some(false)][n as usize % 3];
+            all.push((ticket(&object, home, n), held));
+        }
+        let mut batch = Batch::new("home", 9);
+        let mut lines = Vec::new();
+        for (t, held) in &all {
+            lines.extend(batch.push(t, *held));
+        }
+        lines.extend(batch.take());
+        assert!(batch.take().is_none());
+        assert!(lines.len() > 4, "{} lines for 2000 tickets", lines.len());
+        let sender = Id::from("14|2|127.0.0.1:4041|8|b");
+        let mut read = Vec::new();
+        for m in through_the_wire(lines) {
+            assert_eq!(u64_of(&m, "epoch").unwrap(), 9);
+            read.extend(read_batch(&m, Some(&sender)).expect("reads"));
+        }
+        assert_eq!(read.len(), all.len());
+        for ((t, held), (r, rheld)) in all.iter().zip(&read) {
+            assert_eq!(r.object, t.object);
+            let home = if t.home.is_empty() { &sender } else { &t.home };
+            assert_eq!(&r.home, home);
+            assert_eq!((r.req, r.fence, &r.key), (t.req, t.fence, &t.key));
+            assert_eq!((r.kind.mode, r.kind.limit), (t.kind.mode, t.kind.limit));
+            assert_eq!(r.kind.policy, t.kind.policy);
+            assert_eq!(rheld, held);
+        }
+    }
+
+    #[test]
+    fn a_bad_batch_is_refused_whole() {
+        let t = ticket(b"name", "14|1|127.0.0.1:4040|7|a", 3);
+        let mut batch = Batch::new("state", 1);
+        assert!(batch.push(&t, None).is_none());
+        let good = batch.take().expect("one line");
+        assert_eq!(read_batch(&good, None).expect("reads").len(), 1);
+        let records = good.get("tickets").unwrap().to_vec();
+        let mut cases: Vec<Message> = Vec::new();
+        // A count that does not match, records cut short, a length beyond
+        // the end, an empty home where none stands for it, garbage.
+        let mut m = good.clone();
+        m.set_u64("n", 2);
+        cases.push(m);
+        for cut in [1, 5, records.len() - 1] {
+            let mut m = good.clone();
+            m.set("tickets", &records[..cut]);
+            cases.push(m);
+        }
+        for bad in [
+            "1 2 x 0 h 0 - 999:name0:5:a/b/c",
+            "1 2 x 0 h 0 - 4:name0:5:a/b/c",
+            "1 2 q 0 h 0 - 4:name1:h5:a/b/c",
+            "1 2 x 99999999999 h 0 - 4:name1:h5:a/b/c",
+        ] {
+            let mut m = good.clone();
+            m.set("tickets", bad);
+            cases.push(m);
+        }
+        for (i, m) in cases.iter().enumerate() {
+            assert!(read_batch(m, None).is_err(), "case {i} was read");
+        }
+    }
+}
