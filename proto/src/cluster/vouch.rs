@@ -109,7 +109,7 @@ impl Core {
             .saturating_sub(cfg.stretch(cfg.stretch(cfg.peer_timeout)));
         // Until a new owner answers, nothing can settle: a million locks
         // carried over are not walked every tick for nothing.
-        let answers: Vec<Option<Time>> = (self.cluster.leaders.clone().iter())
+        let answers: Vec<Option<Time>> = (self.cluster.leaders.iter())
             .map(|l| self.answered_by(l, now.mono))
             .collect();
         if self.cluster.carried.is_empty() || answers.iter().all(Option::is_none) {
