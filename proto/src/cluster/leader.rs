@@ -120,6 +120,12 @@ impl Leading {
             .or_default()
             .insert((name.clone(), t.req));
         let o = self.objects.entry(name.clone()).or_default();
+        if o.tickets.capacity() == 0 {
+            // Most objects have one ticket: the first push would reserve
+            // room for four (some 240 bytes of empty slots per held lock
+            // on every leader).
+            o.tickets.reserve_exact(1);
+        }
         if let Some(f) = t.fence() {
             o.last_fence = o.last_fence.max(f);
         }
