@@ -715,3 +715,39 @@ fn may_also_hold(o: &LObject, pos: usize) -> bool {
         .map_or(u64::MAX, u64::from);
     (held.len() as u64) < limit
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ticket::Policy;
+
+    fn ticket(home: &str, req: u64, number: u64) -> LTicket {
+        LTicket {
+            home: home.into(),
+            req,
+            key: format!("{home}/{req}").into(),
+            number,
+            kind: Kind {
+                mode: Mode::Exclusive,
+                limit: None,
+                policy: Policy::Hard,
+            },
+            state: LState::Held { fence: number },
+        }
+    }
+
+    #[test]
+    fn a_one_ticket_object_keeps_room_for_one() {
+        let mut l = Leading::new();
+        let name = ObjectName::from(&b"one"[..]);
+        l.insert(&name, ticket("h", 1, 1));
+        assert_eq!(l.objects[&name].tickets.capacity(), 1);
+        l.insert(&name, ticket("h", 2, 2));
+        l.insert(&name, ticket("h", 3, 3));
+        let o = &l.objects[&name];
+        assert_eq!(o.tickets.iter().map(|t| t.req).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(l.remove(b"one", "h", 2).map(|t| t.req), Some(2));
+        assert_eq!(l.tickets, 2);
+        assert_eq!(l.by_home["h"].len(), 2);
+    }
+}

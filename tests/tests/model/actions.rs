@@ -43,6 +43,10 @@ pub enum Action {
     ResendLock(u8),
     /// ReportedContact: the home tells the owner which requests it has.
     SendHave(u8),
+    /// The agent's report again: it is not in contact, `peer_timeout`
+    /// after it reported (lost with a link, or it reached the collector
+    /// before the collector adopted the epoch).
+    Report(u8),
     /// The owner asks a follower again for the vote it has no answer to.
     ReAsk {
         owner: u8,
@@ -153,6 +157,9 @@ impl Model for Cluster {
                 .any(|c| matches!(s.clients[usize::from(c)], Req::Waiting | Req::Held { .. }));
             if active && !s.in_contact(cfg, h) {
                 out.push(Action::Revoke(h));
+            }
+            if !s.in_contact(cfg, h) && self.report_missing(s, h) {
+                out.push(Action::Report(h));
             }
             if cfg.design == Design::ReportedContact && home.epoch > 0 {
                 // Sent only when it would change the owner's table: a set
@@ -273,6 +280,12 @@ impl Model for Cluster {
                 let owner = self.owner_slot(&s, h)?;
                 let e = s.members[usize::from(h)].epoch;
                 s.send(h, owner, Msg::Unlock { e, c });
+            }
+            Action::Report(x) => {
+                let e = s.members[usize::from(x)].epoch;
+                let collector = s.leaders(e)[0].slot;
+                let report = Box::new(self.report_of(&s, x));
+                s.send(x, collector, Msg::Report { e, report });
             }
             Action::SendHave(h) => {
                 let e = s.members[usize::from(h)].epoch;

@@ -117,17 +117,50 @@ impl Cluster {
 
     // ---- handover ----------------------------------------------------
 
+    /// The member's report: its frozen table, its clients' requests, the
+    /// largest fence it saw.
+    pub(crate) fn report_of(&self, s: &State, slot: u8) -> Report {
+        let m = &s.members[usize::from(slot)];
+        Report {
+            from: m.id,
+            table: m.frozen.clone(),
+            home: std::array::from_fn(|c| {
+                if self.home_of(c as u8) != slot {
+                    return None;
+                }
+                match s.clients[c] {
+                    Req::Held { fence } => Some(HomeReq::Held(fence)),
+                    Req::Waiting => Some(HomeReq::Waiting),
+                    _ => None,
+                }
+            }),
+            max_fence: m.max_fence,
+        }
+    }
+
+    /// Whether the member's report would change its epoch's collector:
+    /// the collector is in that epoch, has not built, has no report from
+    /// it, and none is on its way.
+    pub(crate) fn report_missing(&self, s: &State, slot: u8) -> bool {
+        let m = &s.members[usize::from(slot)];
+        if !m.alive || m.epoch == 0 {
+            return false;
+        }
+        let collector = s.leaders(m.epoch)[0];
+        let cm = &s.members[usize::from(collector.slot)];
+        let waits = s.is_current(collector)
+            && cm.epoch == m.epoch
+            && cm
+                .collect
+                .as_ref()
+                .is_some_and(|c| !c.built && c.reports.iter().all(|r| r.from != m.id));
+        let on_its_way = s.links[usize::from(slot)][usize::from(collector.slot)]
+            .iter()
+            .any(|msg| matches!(msg, Msg::Report { e, report } if *e == m.epoch && report.from == m.id));
+        waits && !on_its_way
+    }
+
     pub(crate) fn adopt(&self, s: &mut State, slot: u8, e: u8) {
-        let home_reqs: [Option<HomeReq>; C] = std::array::from_fn(|c| {
-            if self.home_of(c as u8) != slot {
-                return None;
-            }
-            match s.clients[c] {
-                Req::Held { fence } => Some(HomeReq::Held(fence)),
-                Req::Waiting => Some(HomeReq::Waiting),
-                _ => None,
-            }
-        });
         let collector = s.leaders(e)[0];
         let owner = s.owner(&self.config, e);
         let was_ready_leader = {
@@ -148,12 +181,7 @@ impl Cluster {
             reports: Vec::new(),
             built: false,
         });
-        let report = Report {
-            from: m.id,
-            table: m.frozen.clone(),
-            home: home_reqs,
-            max_fence: m.max_fence,
-        };
+        let report = self.report_of(s, slot);
         s.send(
             slot,
             collector.slot,
