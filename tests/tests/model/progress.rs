@@ -23,6 +23,9 @@ pub struct Progress {
     pub edges: usize,
     /// States at the fence bound, not expanded.
     pub boundary: usize,
+    /// States that need an epoch beyond the scope's last, not expanded
+    /// either ([`Cluster::needs_epoch_beyond_scope`]).
+    pub beyond_epochs: usize,
     /// A shortest path to a state from which no fault-free path finishes.
     pub stuck: Option<Vec<(Option<Action>, State)>>,
     /// The same without revocations.
@@ -39,7 +42,7 @@ const REVOKE: u32 = 1 << 31;
 
 /// Explores every reachable state (at most `limit`, else panics: a partial
 /// graph proves nothing) and finds states with no way out. States at the
-/// fence bound are not expanded; `optimistic` counts them as finished (a
+/// fence bound, or that need an epoch beyond the last, are not expanded; `optimistic` counts them as finished (a
 /// run of refusals longer than the bound is then not judged), else as
 /// stuck (which also blames runs that only needed more room).
 pub fn check(model: &Cluster, limit: usize, optimistic: bool) -> Progress {
@@ -51,6 +54,7 @@ pub fn check(model: &Cluster, limit: usize, optimistic: bool) -> Progress {
     let mut edges: Vec<(u32, u32)> = Vec::new();
     let mut queue: VecDeque<(u32, State)> = VecDeque::new();
     let mut boundary = 0;
+    let mut beyond_epochs = 0;
     for s in init {
         let fp = fingerprint(&s);
         if index.contains_key(&fp) {
@@ -65,6 +69,11 @@ pub fn check(model: &Cluster, limit: usize, optimistic: bool) -> Progress {
     while let Some((id, s)) = queue.pop_front() {
         if !model.within_boundary(&s) {
             boundary += 1;
+            finished[id as usize] = optimistic;
+            continue;
+        }
+        if model.needs_epoch_beyond_scope(&s) {
+            beyond_epochs += 1;
             finished[id as usize] = optimistic;
             continue;
         }
@@ -105,6 +114,7 @@ pub fn check(model: &Cluster, limit: usize, optimistic: bool) -> Progress {
         states: fps.len(),
         edges: edges.len(),
         boundary,
+        beyond_epochs,
         stuck,
         stuck_without_revoke,
     }

@@ -160,6 +160,40 @@ impl Cluster {
         waits && !on_its_way
     }
 
+    /// Whether the last epoch the scope allows can no longer get a
+    /// majority of its leaders ready: too many of them crashed, or lost
+    /// the state its collector sent (or the collector crashed before it
+    /// sent it). The design then elects again (docs/cluster.md: a leader
+    /// that never acted for its epoch, the conductor not in contact), an
+    /// epoch the scope does not have: the progress check does not judge
+    /// such a state, as it does not judge one at the fence bound.
+    pub(crate) fn needs_epoch_beyond_scope(&self, s: &State) -> bool {
+        if s.epochs.len() < usize::from(self.config.max_epoch) {
+            return false;
+        }
+        let e = self.config.max_epoch;
+        let collector = s.leaders(e)[0];
+        let cm = &s.members[usize::from(collector.slot)];
+        let built = cm.epoch == e && cm.collect.as_ref().is_some_and(|c| c.built);
+        let may_act = |l: Id| {
+            let m = &s.members[usize::from(l.slot)];
+            if !s.is_current(l) {
+                return false; // a restarted agent never acts on lost memory
+            }
+            if m.epoch == e && m.ready {
+                return true;
+            }
+            if !s.is_current(collector) {
+                return false; // nobody builds the state, or sends it again
+            }
+            !built
+                || s.links[usize::from(collector.slot)][usize::from(l.slot)]
+                    .iter()
+                    .any(|msg| matches!(msg, Msg::Tickets { e: te, .. } if *te == e))
+        };
+        s.leaders(e).iter().filter(|l| may_act(**l)).count() < crate::state::Q
+    }
+
     pub(crate) fn adopt(&self, s: &mut State, slot: u8, e: u8) {
         let collector = s.leaders(e)[0];
         let owner = s.owner(&self.config, e);
