@@ -458,6 +458,8 @@ impl Core {
 
     /// Starts acting as a leader of the epoch from its state.
     fn install(&mut self, now: Now, s: StateIn) {
+        // Every leader installs this state: each has every ticket.
+        let all = (1u8 << self.cluster.leaders.len()) - 1;
         let l = self.cluster.leading.as_mut().expect("leader");
         let mut tickets = s.tickets;
         tickets.sort_by_key(|t| t.fence);
@@ -479,6 +481,7 @@ impl Core {
                     number: i as u64 + 1,
                     kind: t.kind,
                     state: LState::Inherited { fence: t.fence },
+                    told: all,
                 },
             );
         }

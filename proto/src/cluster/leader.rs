@@ -2,7 +2,7 @@
 //! an object sequences its tickets and asks its followers for votes; a
 //! follower keeps a replica and votes for at most one conflicting grant.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::Id;
 use super::config::Plant;
@@ -17,11 +17,15 @@ use crate::wire::Message;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LState {
     Waiting,
-    /// Owner: votes asked for this grant; bit i = leader i.
+    /// Owner: votes asked for this grant; bit i = leader i. `asked`: the
+    /// leaders asked so far (the owner included): first only as many
+    /// followers as a majority needs, all of them once one of those
+    /// refuses or has not answered for a `ping_interval`.
     Activating {
         fence: u64,
         votes: u8,
         refused: u8,
+        asked: u8,
     },
     /// Owner: granted. Follower: voted for.
     Held {
@@ -43,6 +47,9 @@ pub(crate) struct LTicket {
     pub number: u64,
     pub kind: Kind,
     pub state: LState,
+    /// Owner: the leaders that have this ticket from it (its ADDTICKET, or
+    /// the epoch's state); bit i = leader i. Its DROPTICKET goes to them.
+    pub told: u8,
 }
 
 impl LTicket {
@@ -91,6 +98,9 @@ pub(crate) struct Leading {
     pub reporters: BTreeSet<Id>,
     /// Objects to look at again on the next tick.
     pub retry: BTreeSet<ObjectName>,
+    /// Grants that asked only some followers, with when to ask the others
+    /// if the majority is not there by then (in that order).
+    pub asking: VecDeque<(Time, ObjectName, Id, u64)>,
     /// Tickets by home, to drop a silent home's tickets.
     pub by_home: BTreeMap<Id, BTreeSet<(ObjectName, u64)>>,
     /// The state being received from the collector, and its line count.
@@ -108,6 +118,7 @@ impl Leading {
             delay_until: None,
             reporters: BTreeSet::new(),
             retry: BTreeSet::new(),
+            asking: VecDeque::new(),
             by_home: BTreeMap::new(),
             state_in: None,
             state_lines: 0,
@@ -173,15 +184,54 @@ impl Core {
         }
     }
 
-    fn followers(&self) -> Vec<Id> {
-        let c = &self.cluster;
-        c.leaders.iter().filter(|l| **l != c.me).cloned().collect()
+    /// Every leader of the epoch, as a mask (bit i = leader i).
+    fn all_leaders(&self) -> u8 {
+        (1u8 << self.cluster.leaders.len()) - 1
     }
 
-    fn tell_followers(&mut self, msg: &Message) {
-        for f in self.followers() {
+    /// Sends `msg` to the leaders of `mask` other than this one.
+    fn tell(&mut self, mask: u8, msg: &Message) {
+        let c = &self.cluster;
+        let to: Vec<Id> = c
+            .leaders
+            .iter()
+            .enumerate()
+            .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
+            .map(|(_, l)| l.clone())
+            .collect();
+        for f in to {
             self.send_to(&f, msg.clone());
         }
+    }
+
+    /// The followers a new ticket of `home` goes to: as many as a majority
+    /// needs besides the owner, with a link up, the home first when it is a
+    /// leader (it has a link, it just sent the request), then in ring order
+    /// after the owner. All of them when too few have a link. The others
+    /// are asked only when these do not make the majority
+    /// ([`Core::widen`]): every grant costs one agent less.
+    fn first_followers(&self, home: &str) -> u8 {
+        let c = &self.cluster;
+        let n = c.leaders.len();
+        let Some(me) = self.my_index() else {
+            return self.all_leaders();
+        };
+        let need = c.leader_majority() - 1;
+        let linked = |i: usize| c.link_of(&c.leaders[i]).is_some();
+        let mut order: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
+        if let Some(h) = order.iter().position(|&i| *c.leaders[i] == *home) {
+            let h = order.remove(h);
+            order.insert(0, h);
+        }
+        let chosen: Vec<usize> = order
+            .into_iter()
+            .filter(|&i| linked(i))
+            .take(need)
+            .collect();
+        if chosen.len() < need {
+            return self.all_leaders();
+        }
+        chosen.iter().fold(1 << me, |m, i| m | 1 << i)
     }
 
     fn my_index(&self) -> Option<usize> {
@@ -263,6 +313,7 @@ impl Core {
         let epoch = self.cluster.epoch;
         let max_per_object = self.config.max_tickets_per_object;
         let max_tickets = self.config.max_tickets;
+        let told = self.first_followers(home);
         let l = self.cluster.leading.as_mut().expect("ready leader");
         let name: ObjectName = l
             .objects
@@ -320,6 +371,7 @@ impl Core {
                 number,
                 kind,
                 state: LState::Waiting,
+                told,
             },
         );
         self.cluster.heard.entry(home.clone()).or_insert(now.mono);
@@ -327,7 +379,7 @@ impl Core {
         add.set("key", key);
         add.set_u64("number", number);
         put_kind(&mut add, &kind);
-        self.tell_followers(&add);
+        self.tell(told, &add);
         self.evaluate(now, &name);
         self.refuse_if_busy(now, object, home, req, try_once);
         Ok(())
@@ -362,8 +414,8 @@ impl Core {
         let Some(name) = l.objects.get_key_value(object).map(|(k, _)| k.clone()) else {
             return;
         };
-        if l.remove(object, home, req).is_some() {
-            self.tell_followers(&ticket_msg("DROPTICKET", epoch, object, home, req));
+        if let Some(t) = l.remove(object, home, req) {
+            self.tell(t.told, &ticket_msg("DROPTICKET", epoch, object, home, req));
             self.evaluate(now, &name);
         }
     }
@@ -414,19 +466,37 @@ impl Core {
             l.retry.insert(name.clone());
         }
         let mut asked = Vec::new();
+        let mut at_once = Vec::new();
+        let all = self.all_leaders();
+        let widen_at = now.mono + self.cluster.cfg.ping_interval;
+        let max_tickets = self.config.max_tickets;
         for pos in decision.grant {
             let fence = self.next_fence(name);
             let l = self.cluster.leading.as_mut().expect("leader");
             let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
+            let to = t.told | 1 << me;
             t.state = LState::Activating {
                 fence,
                 votes: 1 << me,
                 refused: 0,
+                asked: to,
             };
             let mut m = ticket_msg("ACTIVATELOCK", epoch, name, &t.home, t.req);
             m.set_u64("fence", fence);
-            asked.push((t.home.clone(), t.req));
-            self.tell_followers(&m);
+            let key = (t.home.clone(), t.req);
+            if to != all {
+                if l.asking.len() < max_tickets {
+                    l.asking
+                        .push_back((widen_at, name.clone(), key.0.clone(), key.1));
+                } else {
+                    at_once.push(key.clone()); // no room to wait: ask all
+                }
+            }
+            asked.push(key);
+            self.tell(to, &m);
+        }
+        for (home, req) in at_once {
+            self.widen(name, &home, req);
         }
         for (home, req) in asked {
             self.try_grant(now, name, &home, req);
@@ -456,6 +526,7 @@ impl Core {
             fence: f,
             votes,
             refused,
+            ..
         } = &mut t.state
         {
             // S6/B17: only answers about this very grant (its fence) count.
@@ -502,6 +573,7 @@ impl Core {
             fence,
             votes,
             refused,
+            asked,
         } = t.state
         else {
             return;
@@ -519,6 +591,13 @@ impl Core {
             let mut m = ticket_msg("LOCKED", epoch, name, home, req);
             m.set_u64("fence", fence);
             self.post(home, m);
+        } else if counted < majority
+            && (votes | refused) & asked == asked
+            && asked.count_ones() < all
+        {
+            // The followers asked first answered without making the
+            // majority: ask the others now.
+            self.widen(name, home, req);
         } else if counted < majority && (votes | refused).count_ones() >= all {
             // Refused by enough followers: ask again later, with a new fence.
             t.state = LState::Waiting;
@@ -543,6 +622,7 @@ impl Core {
             state: LState::Waiting,
             home: home.clone(),
             req,
+            told: 0,
         };
         self.cluster.heard.entry(home.clone()).or_insert(now.mono);
         let l = self.cluster.leading.as_mut().expect("ready leader");
@@ -653,10 +733,20 @@ impl Core {
             let epoch = self.cluster.epoch;
             for (name, req) in owned {
                 let l = self.cluster.leading.as_mut().expect("leader");
-                l.remove(&name, &home, req);
-                self.tell_followers(&ticket_msg("DROPTICKET", epoch, &name, &home, req));
+                if let Some(t) = l.remove(&name, &home, req) {
+                    self.tell(t.told, &ticket_msg("DROPTICKET", epoch, &name, &home, req));
+                }
                 touched.insert(name);
             }
+        }
+        let l = self.cluster.leading.as_mut().expect("leader");
+        let mut late = Vec::new();
+        while l.asking.front().is_some_and(|a| a.0 <= now.mono) {
+            let (_, name, home, req) = l.asking.pop_front().expect("front");
+            late.push((name, home, req));
+        }
+        for (name, home, req) in late {
+            self.widen(&name, &home, req);
         }
         let l = self.cluster.leading.as_mut().expect("leader");
         if l.delay_until.is_some_and(|d| now.mono >= d) {
@@ -667,6 +757,48 @@ impl Core {
         for name in touched {
             self.retry_object(now, &name);
         }
+    }
+
+    /// Asks the followers not asked yet for their votes on the grant of
+    /// ticket `(home, req)` that is still short of a majority, with the
+    /// ticket itself (ADDTICKET) first where they do not have it.
+    fn widen(&mut self, name: &ObjectName, home: &str, req: u64) {
+        let epoch = self.cluster.epoch;
+        let all = self.all_leaders();
+        let majority = self.cluster.leader_majority() as u32;
+        let Some(l) = self.cluster.leading.as_mut() else {
+            return;
+        };
+        let Some(o) = l.objects.get_mut(&**name) else {
+            return;
+        };
+        let Some(pos) = o.find(home, req) else { return };
+        let t = &mut o.tickets[pos];
+        let LState::Activating {
+            fence,
+            votes,
+            asked,
+            ..
+        } = &mut t.state
+        else {
+            return;
+        };
+        if *asked == all || votes.count_ones() >= majority {
+            return;
+        }
+        let rest = all & !*asked;
+        let untold = rest & !t.told;
+        *asked = all;
+        t.told |= rest;
+        let fence = *fence;
+        let mut add = ticket_msg("ADDTICKET", epoch, name, home, req);
+        add.set("key", &*t.key);
+        add.set_u64("number", t.number);
+        put_kind(&mut add, &t.kind);
+        let mut activate = ticket_msg("ACTIVATELOCK", epoch, name, home, req);
+        activate.set_u64("fence", fence);
+        self.tell(untold, &add);
+        self.tell(rest, &activate);
     }
 
     fn retry_object(&mut self, now: Now, name: &ObjectName) {
@@ -733,6 +865,7 @@ mod tests {
                 policy: Policy::Hard,
             },
             state: LState::Held { fence: number },
+            told: 0,
         }
     }
 
@@ -745,7 +878,10 @@ mod tests {
         l.insert(&name, ticket("h", 2, 2));
         l.insert(&name, ticket("h", 3, 3));
         let o = &l.objects[&name];
-        assert_eq!(o.tickets.iter().map(|t| t.req).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(
+            o.tickets.iter().map(|t| t.req).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
         assert_eq!(l.remove(b"one", "h", 2).map(|t| t.req), Some(2));
         assert_eq!(l.tickets, 2);
         assert_eq!(l.by_home["h"].len(), 2);

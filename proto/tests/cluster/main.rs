@@ -49,6 +49,60 @@ fn a_lock_taken_on_one_agent_makes_another_agents_client_wait_until_unlock() {
 }
 
 #[test]
+fn a_grant_involves_only_the_followers_a_majority_needs() {
+    let mut net = Net::new(3, 11);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let c = net.open(0);
+    let before: usize = (0..3).map(|i| net.count(i, "ADDTICKET")).sum();
+    let locks = 30;
+    for k in 0..locks {
+        net.send(c, &format!("LOCK object_name=n{k};duration=30;tag={k}"));
+        let got = net.wait_reply(c, Duration::from_secs(1)).expect("granted");
+        assert_eq!(got.command, "LOCKED", "{got}");
+        net.send(c, &format!("UNLOCK object_name=n{k};tag={k}"));
+        let got = net.wait_reply(c, Duration::from_secs(1)).expect("unlocked");
+        assert_eq!(got.command, "UNLOCKED", "{got}");
+    }
+    net.run_for(Duration::from_millis(100));
+    let adds: usize = (0..3).map(|i| net.count(i, "ADDTICKET")).sum::<usize>() - before;
+    let drops: usize = (0..3).map(|i| net.count(i, "DROPTICKET")).sum();
+    // One follower of two per grant: one ADDTICKET and one DROPTICKET
+    // each (asking both followers sent two).
+    assert_eq!(adds, locks, "ADDTICKETs for {locks} grants");
+    assert_eq!(drops, locks, "DROPTICKETs for {locks} releases");
+}
+
+#[test]
+fn a_follower_that_does_not_answer_is_passed_over_within_a_ping_interval() {
+    let mut net = Net::new(3, 12);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    // A name that node 0 owns: its first follower is the next leader.
+    let name = (0..1000)
+        .map(|k| format!("p{k}"))
+        .find(|n| net.owner_of(0, n) == 0)
+        .expect("some name is owned by node 0");
+    let order = net.leader_nodes(0);
+    let at = order.iter().position(|&x| x == 0).unwrap();
+    let first = order[(at + 1) % order.len()];
+    let other = order[(at + 2) % order.len()];
+    net.pause(first, true);
+    let c = net.open(0);
+    net.send(c, &format!("LOCK object_name={name};duration=30;tag=1"));
+    // ping_interval is 250 ms: the other follower is asked within two.
+    let got = net
+        .wait_reply(c, Duration::from_millis(600))
+        .expect("granted while the first follower is paused");
+    assert_eq!(got.command, "LOCKED", "{got}");
+    assert_eq!(net.count(other, "ACTIVATELOCK"), 1);
+    net.pause(first, false);
+    net.send(c, &format!("UNLOCK object_name={name};tag=2"));
+    assert_eq!(
+        net.wait_reply(c, Duration::from_secs(1)).unwrap().command,
+        "UNLOCKED"
+    );
+}
+
+#[test]
 fn closing_the_holders_connection_passes_the_lock_to_a_client_of_another_agent() {
     let mut net = Net::new(3, 3);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());

@@ -25,6 +25,12 @@ pub struct Net {
     flight: VecDeque<(Time, usize, u64, Message)>,
     clients: BTreeMap<u64, usize>,
     replies: BTreeMap<u64, VecDeque<Message>>,
+    /// Peer messages delivered, by receiving node and command.
+    pub delivered: BTreeMap<(usize, String), usize>,
+    /// Nodes that do not run (SIGSTOP): their messages wait, their links
+    /// stay up.
+    paused: Vec<bool>,
+    held: VecDeque<(Time, usize, u64, Message)>,
 }
 
 fn now_of(t: Time) -> Now {
@@ -50,6 +56,9 @@ impl Net {
             flight: VecDeque::new(),
             clients: BTreeMap::new(),
             replies: BTreeMap::new(),
+            delivered: BTreeMap::new(),
+            paused: vec![false; n],
+            held: VecDeque::new(),
         };
         for i in 0..n {
             let core = net.make(i);
@@ -152,8 +161,13 @@ impl Net {
         self.t = self.t + STEP;
         let now = now_of(self.t);
         while self.flight.front().is_some_and(|(at, ..)| *at <= self.t) {
-            let (_, to, p, msg) = self.flight.pop_front().unwrap();
+            let (at, to, p, msg) = self.flight.pop_front().unwrap();
+            if self.paused[to] {
+                self.held.push_back((at, to, p, msg));
+                continue;
+            }
             if self.links.contains_key(&(to, p)) {
+                *self.delivered.entry((to, msg.command.clone())).or_default() += 1;
                 self.input(
                     to,
                     Input::PeerMessage {
@@ -165,6 +179,9 @@ impl Net {
             }
         }
         for i in 0..self.cores.len() {
+            if self.paused[i] {
+                continue;
+            }
             if let Some(core) = self.cores[i].as_mut() {
                 if core.poll_timeout().is_some_and(|at| at <= self.t) {
                     core.handle_timeout(now);
@@ -183,6 +200,13 @@ impl Net {
             self.step();
         }
         panic!("not done within {limit:?}");
+    }
+
+    pub fn run_for(&mut self, d: Duration) {
+        let end = self.t + d;
+        while self.t < end {
+            self.step();
+        }
     }
 
     pub fn all_ready(&mut self) -> bool {
@@ -288,6 +312,54 @@ impl Net {
         if self.cores[i].is_some() && self.cores[j].is_some() {
             self.connect(i, j);
         }
+    }
+
+    /// Node `i` stops running (or runs again): what is sent to it waits.
+    pub fn pause(&mut self, i: usize, paused: bool) {
+        self.paused[i] = paused;
+        if !paused {
+            let (mine, rest): (Vec<_>, Vec<_>) = self.held.drain(..).partition(|m| m.1 == i);
+            self.held = rest.into();
+            for m in mine.into_iter().rev() {
+                self.flight.push_front(m);
+            }
+        }
+    }
+
+    /// How many `command` messages node `i` received from its peers.
+    pub fn count(&self, i: usize, command: &str) -> usize {
+        self.delivered
+            .get(&(i, command.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The node that owns `object` in node `i`'s epoch, by the rule of
+    /// docs/cluster.md (`leaders[fnv1a64(name) % len]`; ids end in the
+    /// server name).
+    pub fn owner_of(&mut self, i: usize, object: &str) -> usize {
+        let leaders = self.info(i).get_str("leaders").unwrap().to_owned();
+        let leaders: Vec<&str> = leaders.split(',').collect();
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in object.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        let id = leaders[(h % leaders.len() as u64) as usize];
+        let name = id.rsplit('|').next().unwrap();
+        name.strip_prefix("node").unwrap().parse().unwrap()
+    }
+
+    /// The leaders of node `i`'s epoch, as nodes, in order.
+    pub fn leader_nodes(&mut self, i: usize) -> Vec<usize> {
+        let leaders = self.info(i).get_str("leaders").unwrap().to_owned();
+        leaders
+            .split(',')
+            .map(|id| {
+                let name = id.rsplit('|').next().unwrap();
+                name.strip_prefix("node").unwrap().parse().unwrap()
+            })
+            .collect()
     }
 
     pub fn restart(&mut self, i: usize) {
