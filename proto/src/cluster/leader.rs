@@ -190,18 +190,20 @@ impl Core {
     }
 
     /// Sends `msg` to the leaders of `mask` other than this one.
-    fn tell(&mut self, mask: u8, msg: &Message) {
+    fn tell(&mut self, mask: u8, msg: Message) {
         let c = &self.cluster;
-        let to: Vec<Id> = c
+        let mut to: Vec<Id> = c
             .leaders
             .iter()
             .enumerate()
             .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
             .map(|(_, l)| l.clone())
             .collect();
+        let Some(last) = to.pop() else { return };
         for f in to {
             self.send_to(&f, msg.clone());
         }
+        self.send_to(&last, msg);
     }
 
     /// The followers a new ticket of `home` goes to: as many as a majority
@@ -379,7 +381,7 @@ impl Core {
         add.set("key", key);
         add.set_u64("number", number);
         put_kind(&mut add, &kind);
-        self.tell(told, &add);
+        self.tell(told, add);
         self.evaluate(now, &name);
         self.refuse_if_busy(now, object, home, req, try_once);
         Ok(())
@@ -415,7 +417,7 @@ impl Core {
             return;
         };
         if let Some(t) = l.remove(object, home, req) {
-            self.tell(t.told, &ticket_msg("DROPTICKET", epoch, object, home, req));
+            self.tell(t.told, ticket_msg("DROPTICKET", epoch, object, home, req));
             self.evaluate(now, &name);
         }
     }
@@ -493,7 +495,7 @@ impl Core {
                 }
             }
             asked.push(key);
-            self.tell(to, &m);
+            self.tell(to, m);
         }
         for (home, req) in at_once {
             self.widen(name, &home, req);
@@ -734,7 +736,7 @@ impl Core {
             for (name, req) in owned {
                 let l = self.cluster.leading.as_mut().expect("leader");
                 if let Some(t) = l.remove(&name, &home, req) {
-                    self.tell(t.told, &ticket_msg("DROPTICKET", epoch, &name, &home, req));
+                    self.tell(t.told, ticket_msg("DROPTICKET", epoch, &name, &home, req));
                 }
                 touched.insert(name);
             }
@@ -797,8 +799,8 @@ impl Core {
         put_kind(&mut add, &t.kind);
         let mut activate = ticket_msg("ACTIVATELOCK", epoch, name, home, req);
         activate.set_u64("fence", fence);
-        self.tell(untold, &add);
-        self.tell(rest, &activate);
+        self.tell(untold, add);
+        self.tell(rest, activate);
     }
 
     fn retry_object(&mut self, now: Now, name: &ObjectName) {

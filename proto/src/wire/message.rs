@@ -38,6 +38,8 @@ impl Message {
     pub fn new(command: &str) -> Message {
         Message {
             command: command.to_owned(),
+            // Room for what the protocol's messages carry, in one allocation.
+            params: Vec::with_capacity(8),
             ..Message::default()
         }
     }
@@ -50,7 +52,10 @@ impl Message {
 
     /// Adds or replaces a parameter.
     pub fn set(&mut self, name: &str, value: impl AsRef<[u8]>) {
-        let value = value.as_ref().to_vec();
+        self.set_vec(name, value.as_ref().to_vec());
+    }
+
+    fn set_vec(&mut self, name: &str, value: Vec<u8>) {
         match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
             Ok(i) => self.params[i].1 = value,
             Err(i) => self.params.insert(i, (name.to_owned(), value)),
@@ -59,7 +64,18 @@ impl Message {
 
     /// Adds or replaces a parameter whose value is a number.
     pub fn set_u64(&mut self, name: &str, value: u64) {
-        self.set(name, value.to_string());
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut v = value;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.set_vec(name, digits[at..].to_vec());
     }
 
     /// The raw value of a parameter.

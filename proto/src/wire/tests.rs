@@ -647,3 +647,12 @@ fn command_of_names_the_command_of_lines_whose_parameters_are_broken() {
     assert_eq!(command_of(b""), None);
     assert_eq!(command_of(b"<broken"), None);
 }
+
+#[test]
+fn numbers_are_written_in_decimal() {
+    for v in [0, 7, 9, 10, 99, 100, 1_234_567_890, u64::MAX - 1, u64::MAX] {
+        let mut m = Message::new("X");
+        m.set_u64("n", v);
+        assert_eq!(m.get_str("n"), Some(v.to_string().as_str()), "{v}");
+    }
+}
