@@ -147,6 +147,13 @@ impl Leading {
         self.tickets += 1;
     }
 
+    /// Ticket `req` of `home` on object `name`.
+    fn ticket_mut(&mut self, name: &[u8], home: &str, req: u64) -> Option<&mut LTicket> {
+        let o = self.objects.get_mut(name)?;
+        let pos = o.find(home, req)?;
+        Some(&mut o.tickets[pos])
+    }
+
     pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LTicket> {
         let o = self.objects.get_mut(name)?;
         let pos = o.find(home, req)?;
@@ -768,14 +775,14 @@ impl Core {
         let epoch = self.cluster.epoch;
         let all = self.all_leaders();
         let majority = self.cluster.leader_majority() as u32;
-        let Some(l) = self.cluster.leading.as_mut() else {
+        let Some(t) = self
+            .cluster
+            .leading
+            .as_mut()
+            .and_then(|l| l.ticket_mut(name, home, req))
+        else {
             return;
         };
-        let Some(o) = l.objects.get_mut(&**name) else {
-            return;
-        };
-        let Some(pos) = o.find(home, req) else { return };
-        let t = &mut o.tickets[pos];
         let LState::Activating {
             fence,
             votes,
