@@ -622,7 +622,13 @@ impl Core {
         if self.owner_of(object).as_deref() != Some(&**from) {
             return Err(Bad("object_name (sender is not its owner)"));
         }
-        let home: Id = str_of(msg, "home")?.into();
+        let home = str_of(msg, "home")?;
+        // The home's id once per agent, not once per ticket.
+        let home: Id = self
+            .cluster
+            .heard
+            .get_key_value(home)
+            .map_or_else(|| home.into(), |(k, _)| k.clone());
         let req = u64_of(msg, "req")?;
         let t = LTicket {
             key: str_of(msg, "key")?.into(),
