@@ -98,8 +98,9 @@ pub(crate) struct Leading {
     pub reporters: BTreeSet<Id>,
     /// Objects to look at again on the next tick.
     pub retry: BTreeSet<ObjectName>,
-    /// Grants that asked only some followers, with when to ask the others
-    /// if the majority is not there by then (in that order).
+    /// Grants asked for, with when to ask the others, or again those that
+    /// did not answer, if the majority is not there by then (in that
+    /// order).
     pub asking: VecDeque<(Time, ObjectName, Id, u64)>,
     /// Tickets by home, to drop a silent home's tickets.
     pub by_home: BTreeMap<Id, BTreeSet<(ObjectName, u64)>>,
@@ -493,19 +494,17 @@ impl Core {
             let mut m = ticket_msg("ACTIVATELOCK", epoch, name, &t.home, t.req);
             m.set_u64("fence", fence);
             let key = (t.home.clone(), t.req);
-            if to != all {
-                if l.asking.len() < max_tickets {
-                    l.asking
-                        .push_back((widen_at, name.clone(), key.0.clone(), key.1));
-                } else {
-                    at_once.push(key.clone()); // no room to wait: ask all
-                }
+            if l.asking.len() < max_tickets {
+                l.asking
+                    .push_back((widen_at, name.clone(), key.0.clone(), key.1));
+            } else if to != all {
+                at_once.push(key.clone()); // no room to wait: ask all
             }
             asked.push(key);
             self.tell(to, m);
         }
         for (home, req) in at_once {
-            self.widen(name, &home, req);
+            self.widen(name, &home, req, false);
         }
         for (home, req) in asked {
             self.try_grant(now, name, &home, req);
@@ -606,7 +605,7 @@ impl Core {
         {
             // The followers asked first answered without making the
             // majority: ask the others now.
-            self.widen(name, home, req);
+            self.widen(name, home, req, false);
         } else if counted < majority && (votes | refused).count_ones() >= all {
             // Refused by enough followers: ask again later, with a new fence.
             t.state = LState::Waiting;
@@ -760,8 +759,15 @@ impl Core {
             let (_, name, home, req) = l.asking.pop_front().expect("front");
             late.push((name, home, req));
         }
+        let next = now.mono + self.cluster.cfg.ping_interval;
+        let max_tickets = self.config.max_tickets;
         for (name, home, req) in late {
-            self.widen(&name, &home, req);
+            if self.widen(&name, &home, req, true) {
+                let l = self.cluster.leading.as_mut().expect("leader");
+                if l.asking.len() < max_tickets {
+                    l.asking.push_back((next, name, home, req));
+                }
+            }
         }
         let l = self.cluster.leading.as_mut().expect("leader");
         if l.delay_until.is_some_and(|d| now.mono >= d) {
@@ -776,34 +782,48 @@ impl Core {
 
     /// Asks the followers not asked yet for their votes on the grant of
     /// ticket `(home, req)` that is still short of a majority, with the
-    /// ticket itself (ADDTICKET) first where they do not have it.
-    fn widen(&mut self, name: &ObjectName, home: &str, req: u64) {
+    /// ticket itself (ADDTICKET) first where they do not have it; `again`:
+    /// once all were asked, asks again those that did not answer (a link
+    /// that broke and came back lost the question; a follower answers a
+    /// question twice the same). Whether the grant is still short.
+    fn widen(&mut self, name: &ObjectName, home: &str, req: u64, again: bool) -> bool {
         let epoch = self.cluster.epoch;
         let all = self.all_leaders();
         let majority = self.cluster.leader_majority() as u32;
+        let me = self.my_index().map_or(0, |i| 1u8 << i);
         let Some(t) = self
             .cluster
             .leading
             .as_mut()
             .and_then(|l| l.ticket_mut(name, home, req))
         else {
-            return;
+            return false;
         };
         let LState::Activating {
             fence,
             votes,
+            refused,
             asked,
-            ..
         } = &mut t.state
         else {
-            return;
+            return false;
         };
-        if *asked == all || votes.count_ones() >= majority {
-            return;
+        if votes.count_ones() >= majority {
+            return false;
         }
-        let rest = all & !*asked;
-        let untold = rest & !t.told;
-        *asked = all;
+        let (rest, untold) = if *asked != all {
+            let rest = all & !*asked;
+            (rest, rest & !t.told)
+        } else if again {
+            let silent = *asked & !(*votes | *refused) & !me;
+            (silent, silent)
+        } else {
+            return true;
+        };
+        if rest == 0 {
+            return true;
+        }
+        *asked |= rest;
         t.told |= rest;
         let fence = *fence;
         let mut add = ticket_msg("ADDTICKET", epoch, name, home, req);
@@ -814,6 +834,7 @@ impl Core {
         activate.set_u64("fence", fence);
         self.tell(untold, add);
         self.tell(rest, activate);
+        true
     }
 
     fn retry_object(&mut self, now: Now, name: &ObjectName) {

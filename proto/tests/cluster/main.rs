@@ -103,6 +103,29 @@ fn a_follower_that_does_not_answer_is_passed_over_within_a_ping_interval() {
 }
 
 #[test]
+fn a_question_that_got_lost_is_asked_again() {
+    let mut net = Net::new(3, 13);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let name = (0..1000)
+        .map(|k| format!("q{k}"))
+        .find(|n| net.owner_of(0, n) == 0)
+        .expect("some name is owned by node 0");
+    let epoch = net.info(0).get_str("epoch").unwrap().to_owned();
+    // The owner's question to its first follower, and then the one to the
+    // other, are lost (a link that broke and came back at once): only
+    // asking again those that did not answer grants.
+    net.lose(0, "ACTIVATELOCK", 2);
+    let c = net.open(0);
+    net.send(c, &format!("LOCK object_name={name};duration=30;tag=1"));
+    let got = net
+        .wait_reply(c, Duration::from_millis(1500))
+        .expect("granted once asked again");
+    assert_eq!(got.command, "LOCKED", "{got}");
+    assert_eq!(net.info(0).get_str("epoch"), Some(epoch.as_str()));
+    assert!(net.count(1, "ACTIVATELOCK") + net.count(2, "ACTIVATELOCK") >= 1);
+}
+
+#[test]
 fn closing_the_holders_connection_passes_the_lock_to_a_client_of_another_agent() {
     let mut net = Net::new(3, 3);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());

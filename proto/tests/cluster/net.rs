@@ -31,6 +31,9 @@ pub struct Net {
     /// stay up.
     paused: Vec<bool>,
     held: VecDeque<(Time, usize, u64, Message)>,
+    /// The next `count` messages of `command` that node `from` sends are
+    /// lost (as with a link that broke and came back at once).
+    lose: Vec<(usize, String, usize)>,
 }
 
 fn now_of(t: Time) -> Now {
@@ -59,6 +62,7 @@ impl Net {
             delivered: BTreeMap::new(),
             paused: vec![false; n],
             held: VecDeque::new(),
+            lose: Vec::new(),
         };
         for i in 0..n {
             let core = net.make(i);
@@ -137,6 +141,14 @@ impl Net {
                 }
                 Output::Close { .. } => {}
                 Output::PeerSend { peer, msg } => {
+                    if let Some(rule) = self
+                        .lose
+                        .iter_mut()
+                        .find(|(from, cmd, n)| *from == i && *cmd == msg.command && *n > 0)
+                    {
+                        rule.2 -= 1;
+                        continue;
+                    }
                     if let Some(&(j, pj)) = self.links.get(&(i, peer.0)) {
                         self.flight.push_back((self.t + DELAY, j, pj, msg));
                     }
@@ -324,6 +336,11 @@ impl Net {
                 self.flight.push_front(m);
             }
         }
+    }
+
+    /// The next `count` `command` messages node `from` sends are lost.
+    pub fn lose(&mut self, from: usize, command: &str, count: usize) {
+        self.lose.push((from, command.to_owned(), count));
     }
 
     /// How many `command` messages node `i` received from its peers.
