@@ -42,7 +42,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 trial() {
-    local n=$1 i dir nb="" leaders victim other e0 e t0 hp busy=0 tried=0 k rc granted=null revoked
+    local n=$1 i dir nb="" leaders victim other e0 e t0 hp started busy=0 tried=0 k rc granted=null revoked
     work=$(mktemp -d /tmp/snaplock-handover.XXXXXX); dir=$work
     PIDS=()
     head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/secret"
@@ -55,6 +55,7 @@ trial() {
         PIDS+=($!)
     done
     python3 bench/cluster_tool.py ready --timeout 60 "$dir"/a{1,2,3}.sock > /dev/null
+    started=$(clock)
     "$bin/snaplock-hold" --socket "$dir/a3.sock" --locks "$n" --conns 16 --hold 900 \
         > "$dir/hold.json" 2> "$dir/hold.err" &
     hp=$!; PIDS+=("$hp")
@@ -68,6 +69,9 @@ trial() {
     victim=1; case ",$leaders," in *",a1,"*) ;; *) victim=2 ;; esac
     other=$((3 - victim))
     e0=$(epoch_of "$dir/a$other.sock")
+    # Agents up for less than the lock-delay do not vouch for the new
+    # epoch's state (docs/cluster.md): measure agents up for longer.
+    sleep "$(python3 -c "import sys; print(max(0.0, 8 - (float(sys.argv[2]) - float(sys.argv[1]))))" "$started" "$(clock)")"
     t0=$(clock)
     kill -9 "${PIDS[$((victim - 1))]}"
     for k in $(seq 600); do

@@ -29,6 +29,9 @@ pub(crate) struct Report {
     pub floor: u64,
     /// What was left of its ready epoch's lock-delay, µs.
     pub delay_left: u64,
+    /// How long the reporter had been running when it reported, µs (0
+    /// when not given): a younger one may have forgotten an epoch.
+    pub up: u64,
     pub leader: Vec<RTicket>,
     /// Its own clients' requests: held or waiting.
     pub home: Vec<(RTicket, bool)>,
@@ -85,6 +88,10 @@ impl Core {
         }
         begin.set_u64("ready_epoch", c.frozen.as_ref().map_or(0, |(e, _)| *e));
         begin.set_u64("floor", c.fence_floor);
+        begin.set_u64(
+            "up",
+            u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
+        );
         // A lock-delay still running carries over: the homes it waits for
         // are no better known to the new epoch.
         let delay_left = c
@@ -190,6 +197,7 @@ impl Core {
                     .get_str("delay_left")
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0),
+                up: msg.get_str("up").and_then(|v| v.parse().ok()).unwrap_or(0),
                 lines: 1,
                 ..Report::default()
             };
@@ -300,6 +308,21 @@ impl Core {
                 && reported.len() > prev.len() / 2
                 && reported.iter().any(|r| r.ready_epoch == e_max)
         };
+        // E_max stands for every epoch that may still have a lock held
+        // only if a quorum of the reporters remembers: an epoch that
+        // granted one had a quorum answering within the last lock-delay,
+        // which shares an agent with any quorum of reporters; if that
+        // agent restarted since, its report knows nothing of that epoch
+        // (and nobody else may). Agents up for less than the lock-delay
+        // do not count for this quorum.
+        let young = u64::try_from(c.cfg.lock_delay().as_micros()).unwrap_or(u64::MAX);
+        let remembering: BTreeSet<&str> = collect
+            .reports
+            .iter()
+            .filter(|(_, r)| r.up >= young)
+            .map(|(id, _)| Cluster::name_of(id))
+            .collect();
+        let majority_of_previous = majority_of_previous && remembering.len() >= c.quorum;
         let complete = everyone || majority_of_previous;
         if !complete && now.mono < collect.started + c.cfg.peer_timeout {
             return;

@@ -97,6 +97,9 @@ pub(crate) struct Cluster {
     pub members: Vec<SocketAddr>,
     pub quorum: usize,
     pub start_wall_us: u64,
+    /// When this agent started (local monotonic time): how long it has
+    /// had its memory.
+    pub born: Time,
     pub links: BTreeMap<PeerId, Link>,
     /// Current epoch and its leaders (ids, in order).
     /// Digest of `leaders` ([`view_of`]).
@@ -170,6 +173,7 @@ impl Cluster {
             members,
             quorum: n / 2 + 1,
             start_wall_us: now.wall.0,
+            born: now.mono,
             links: BTreeMap::new(),
             epoch: 0,
             view: 0,
