@@ -72,15 +72,21 @@ fn a_grant_involves_only_the_followers_a_majority_needs() {
     assert_eq!(drops, locks, "DROPTICKETs for {locks} releases");
 }
 
-#[test]
-fn a_follower_that_does_not_answer_is_passed_over_within_a_ping_interval() {
-    let mut net = Net::new(3, 12);
+/// Three ready cores, and a name whose owner is node 0.
+fn three_ready_and_a_name_node0_owns(seed: u64) -> (Net, String) {
+    let mut net = Net::new(3, seed);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    // A name that node 0 owns: its first follower is the next leader.
     let name = (0..1000)
-        .map(|k| format!("p{k}"))
+        .map(|k| format!("n{k}"))
         .find(|n| net.owner_of(0, n) == 0)
         .expect("some name is owned by node 0");
+    (net, name)
+}
+
+#[test]
+fn a_follower_that_does_not_answer_is_passed_over_within_a_ping_interval() {
+    // A name that node 0 owns: its first follower is the next leader.
+    let (mut net, name) = three_ready_and_a_name_node0_owns(12);
     let order = net.leader_nodes(0);
     let at = order.iter().position(|&x| x == 0).unwrap();
     let first = order[(at + 1) % order.len()];
@@ -104,12 +110,7 @@ fn a_follower_that_does_not_answer_is_passed_over_within_a_ping_interval() {
 
 #[test]
 fn a_question_that_got_lost_is_asked_again() {
-    let mut net = Net::new(3, 13);
-    net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    let name = (0..1000)
-        .map(|k| format!("q{k}"))
-        .find(|n| net.owner_of(0, n) == 0)
-        .expect("some name is owned by node 0");
+    let (mut net, name) = three_ready_and_a_name_node0_owns(13);
     let epoch = net.info(0).get_str("epoch").unwrap().to_owned();
     // The owner's question to its first follower, and then the one to the
     // other, are lost (a link that broke and came back at once): only
