@@ -1,6 +1,6 @@
 //! The leaders' side of a lock (docs/cluster.md "Granting"): the owner of
-//! an object sequences its tickets and asks its followers for votes; a
-//! follower keeps a replica and votes for at most one conflicting grant.
+//! an object sequences its tickets and asks its followers for votes (the
+//! followers' side is in `follower.rs`); the table both keep.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -54,7 +54,7 @@ pub(crate) struct LTicket {
 
 impl LTicket {
     /// A follower's vote for it stands (or it came with the epoch's state).
-    fn blocks(&self) -> bool {
+    pub(super) fn blocks(&self) -> bool {
         matches!(self.state, LState::Held { .. } | LState::Inherited { .. })
     }
 
@@ -76,7 +76,7 @@ pub(crate) struct LObject {
 }
 
 impl LObject {
-    fn find(&self, home: &str, req: u64) -> Option<usize> {
+    pub(super) fn find(&self, home: &str, req: u64) -> Option<usize> {
         self.tickets
             .iter()
             .position(|t| t.req == req && *t.home == *home)
@@ -173,7 +173,13 @@ impl Leading {
     }
 }
 
-fn ticket_msg(command: &str, epoch: u64, object: &[u8], home: &str, req: u64) -> Message {
+pub(super) fn ticket_msg(
+    command: &str,
+    epoch: u64,
+    object: &[u8],
+    home: &str,
+    req: u64,
+) -> Message {
     let mut m = Message::new(command).with("object_name", object);
     m.set_u64("epoch", epoch);
     m.set("home", home);
@@ -249,7 +255,7 @@ impl Core {
         c.leaders.iter().position(|l| *l == c.me)
     }
 
-    fn owner_of(&self, object: &[u8]) -> Option<Id> {
+    pub(super) fn owner_of(&self, object: &[u8]) -> Option<Id> {
         let c = &self.cluster;
         c.owner_index(object).map(|i| c.leaders[i].clone())
     }
@@ -570,7 +576,6 @@ impl Core {
         let plant = self.cluster.cfg.plant;
         let acting = self.acting(now.mono);
         let epoch = self.cluster.epoch;
-        let retry_later = self.cluster.cfg.ping_interval;
         let l = self.cluster.leading.as_mut().expect("leader");
         let Some(o) = l.objects.get_mut(&**name) else {
             return;
@@ -610,92 +615,9 @@ impl Core {
             // Refused by enough followers: ask again later, with a new fence.
             t.state = LState::Waiting;
             l.retry.insert(name.clone());
-            let _ = retry_later;
         } else if counted >= majority {
             l.retry.insert(name.clone()); // not acting now: maybe later
         }
-    }
-
-    fn follower_add(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        if self.owner_of(object).as_deref() != Some(&**from) {
-            return Err(Bad("object_name (sender is not its owner)"));
-        }
-        let home = str_of(msg, "home")?;
-        // The home's id once per agent, not once per ticket.
-        let home: Id = self
-            .cluster
-            .heard
-            .get_key_value(home)
-            .map_or_else(|| home.into(), |(k, _)| k.clone());
-        let req = u64_of(msg, "req")?;
-        let t = LTicket {
-            key: str_of(msg, "key")?.into(),
-            number: u64_of(msg, "number")?,
-            kind: kind_of(msg)?,
-            state: LState::Waiting,
-            home: home.clone(),
-            req,
-            told: 0,
-        };
-        self.cluster.heard.entry(home.clone()).or_insert(now.mono);
-        let l = self.cluster.leading.as_mut().expect("ready leader");
-        if l.objects
-            .get(object)
-            .is_some_and(|o| o.find(&home, req).is_some())
-        {
-            return Ok(());
-        }
-        let name = l
-            .objects
-            .get_key_value(object)
-            .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
-        l.insert(&name, t);
-        Ok(())
-    }
-
-    fn follower_activate(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        let home = str_of(msg, "home")?;
-        let req = u64_of(msg, "req")?;
-        let fence = u64_of(msg, "fence")?;
-        if self.owner_of(object).as_deref() != Some(&**from) {
-            return Err(Bad("object_name (sender is not its owner)"));
-        }
-        let acting = self.acting(now.mono);
-        let plant = self.cluster.cfg.plant;
-        let l = self.cluster.leading.as_mut().expect("ready leader");
-        let delayed = l.delay_until.is_some_and(|d| now.mono < d);
-        let mut ok = false;
-        let mut other = None;
-        if let Some(o) = l.objects.get_mut(object) {
-            if let Some(pos) = o.find(home, req) {
-                let compatible = plant == Plant::DoubleVote || may_also_hold(o, pos);
-                if acting && !delayed && compatible {
-                    o.tickets[pos].state = LState::Held { fence };
-                    o.last_fence = o.last_fence.max(fence);
-                    ok = true;
-                } else if !compatible {
-                    other = o
-                        .tickets
-                        .iter()
-                        .find(|t| t.req != req && t.blocks())
-                        .map(|t| (t.home.clone(), t.req));
-                }
-            }
-        }
-        self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
-        let mut m = ticket_msg("LOCKACTIVATED", self.cluster.epoch, object, home, req);
-        m.set_u64("fence", fence);
-        m.set("ok", if ok { "true" } else { "false" });
-        if let Some((h, r)) = other {
-            // Which vote stands in the way (snaplock's other_key): the owner
-            // drops it if it no longer knows that ticket.
-            m.set("other_home", &*h);
-            m.set_u64("other_req", r);
-        }
-        self.post(from, m);
-        Ok(())
     }
 
     /// Every tick: drop silent homes' tickets, retry what waited.
@@ -856,32 +778,6 @@ impl Core {
         }
         self.evaluate(now, name);
     }
-}
-
-/// Whether a follower may vote for ticket `pos` next to the ones it voted
-/// for already: never two conflicting grants of one object at once.
-fn may_also_hold(o: &LObject, pos: usize) -> bool {
-    let t = &o.tickets[pos];
-    let held: Vec<&LTicket> = o
-        .tickets
-        .iter()
-        .enumerate()
-        .filter(|(i, x)| *i != pos && x.blocks())
-        .map(|(_, x)| x)
-        .collect();
-    if held.is_empty() {
-        return true;
-    }
-    if t.kind.mode == Mode::Exclusive || held.iter().any(|x| x.kind.mode == Mode::Exclusive) {
-        return false;
-    }
-    let limit = held
-        .iter()
-        .chain(std::iter::once(&t))
-        .filter_map(|x| x.kind.limit)
-        .min()
-        .map_or(u64::MAX, u64::from);
-    (held.len() as u64) < limit
 }
 
 #[cfg(test)]

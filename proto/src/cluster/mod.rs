@@ -8,6 +8,7 @@
 mod batch;
 pub mod config;
 mod election;
+mod follower;
 mod handover;
 mod home;
 pub(crate) mod ids;
