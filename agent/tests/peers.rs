@@ -399,6 +399,52 @@ fn garbage_or_an_overlong_line_closes_only_that_link() {
     wait_ready(socket, 3);
 }
 
+/// How many agents `INFO` says are connected.
+fn connected(socket: &Path) -> String {
+    info(socket).get_str("connected").unwrap_or("?").to_owned()
+}
+
+#[test]
+fn a_member_that_says_a_last_line_and_closes_is_let_go_at_once() {
+    // The last bytes and the close arrive together: the agent reads the
+    // bytes, and must not stop there (the socket looks empty after a short
+    // read, but the close was reported with the bytes and is not reported
+    // again).
+    let trio = Trio::start("lastline");
+    let (socket, addr) = trio.alpha();
+    for round in 0..20 {
+        let mut raw = Raw::connect(addr);
+        let accept = raw.connect_as("snaplock", "xray", trio.x, CH);
+        let their = accept.get_str("challenge").unwrap().to_owned();
+        let proof = hmac_hex(SECRET, &format!("connect\n{their}\nxray\nalpha"));
+        raw.send(&format!("PROOF proof={proof}"));
+        expect_core_hello(&mut raw);
+        raw.send(&format!(
+            "LOCKSTARTED lockid=99|{:010}|{}|1|xray;server_name=xray;starttime=1;wall=1;epoch=0",
+            round, trio.x
+        ));
+        let start = now();
+        while connected(socket) != "4" {
+            assert!(start.elapsed() < WAIT, "round {round}: xray never counted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Empty lines (skipped, never answered) for several reads, the last
+        // one short, then the close.
+        raw.send_bytes(&vec![b'\n'; 300_000]);
+        raw.stream.shutdown(std::net::Shutdown::Write).unwrap();
+        // Well within the 2 s a silent link is given (peer_timeout).
+        let start = now();
+        while connected(socket) != "3" {
+            assert!(
+                start.elapsed() < Duration::from_millis(1000),
+                "round {round}: the closed link is still counted"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_serves_locks(socket, "after_last_lines");
+}
+
 /// A fake member `p` with a listener, and one real agent of a cluster of
 /// two with it (no secret: loopback only, proofs with the empty key).
 struct Duo {

@@ -62,6 +62,9 @@ pub struct Link {
     pub dirty: bool,
     /// In the list of links to read again (read budget ran out).
     pub read_again: bool,
+    /// An event said the other side closed: read on until the EOF itself,
+    /// since that edge is not raised again.
+    pub eof_pending: bool,
     out: Vec<u8>,
     out_start: usize,
     writable_registered: bool,
@@ -84,6 +87,7 @@ impl Link {
             framer: LineFramer::new(max_line),
             dirty: false,
             read_again: false,
+            eof_pending: false,
             out: Vec::new(),
             out_start: 0,
         }

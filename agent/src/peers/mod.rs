@@ -536,6 +536,11 @@ impl Peers {
             }
         }
         let gone = ev.is_error() || ev.is_write_closed();
+        if ev.is_read_closed() || gone {
+            if let Some(link) = self.links.get_mut(&id) {
+                link.eof_pending = true;
+            }
+        }
         if ev.is_readable() || ev.is_read_closed() || gone {
             self.read_link(registry, now, id, gone);
         }
@@ -588,7 +593,14 @@ impl Peers {
                     link.framer
                         .buffer_mut()
                         .extend_from_slice(&self.read_buf[..n]);
+                    // A short read emptied the socket, and bytes arriving
+                    // later raise a new edge: skip the read that would only
+                    // say EAGAIN (unless an EOF is known to be there).
+                    let emptied = n < self.read_buf.len() && !link.eof_pending;
                     self.process_lines(registry, now, id);
+                    if emptied {
+                        return;
+                    }
                 }
                 ReadOutcome::WouldBlock => return,
                 ReadOutcome::Eof => {
