@@ -25,7 +25,7 @@ pub(crate) struct RTicket {
 /// Most tickets on one `LOCKTICKETS` line, and most bytes of their
 /// records: a handover of a million locks is a few thousand lines, each
 /// well under the peer line limit even escaped.
-const BATCH_TICKETS: usize = 512;
+pub(crate) const BATCH_TICKETS: usize = 512;
 const BATCH_BYTES: usize = 256 << 10;
 
 impl RTicket {

@@ -230,6 +230,7 @@ impl Core {
         c.epoch_since = now.mono;
         c.lapsed_owners = 0;
         c.collect = None;
+        c.own_report = None; // its lines are of the old epoch: ignored
         c.early.clear();
         c.report_sent = None;
         if c.is_leader() {

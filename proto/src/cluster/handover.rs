@@ -2,16 +2,18 @@
 //! the new epoch's collector; the collector builds the state the new
 //! leaders start from, with a lock-delay when it cannot be complete.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
-use super::batch::{Batch, RTicket, read_batch};
+use super::batch::{BATCH_TICKETS, Batch, RTicket, read_batch};
 use super::config::Plant;
 use super::leader::{LState, LTicket};
 use super::wire::{Bad, str_of, u64_of};
 use super::{Cluster, Id};
 use crate::core::Core;
-use crate::core::table::{ObjectName, State};
+use crate::core::table::State;
 use crate::time::{Now, Time};
 use crate::wire::Message;
 
@@ -19,6 +21,11 @@ use crate::wire::Message;
 /// building, sending and reading a line costs, so that an agent with many
 /// locks spends at most a fraction of its time reporting.
 const REPORT_PAUSE_PER_LINE: Duration = Duration::from_micros(4);
+
+/// Hash tables with a fixed hasher: the core draws nothing from the
+/// system, and the keys are peers' reports.
+type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
+type FixedSet<K> = HashSet<K, BuildHasherDefault<DefaultHasher>>;
 
 /// What one agent reported.
 #[derive(Debug, Default)]
@@ -32,11 +39,17 @@ pub(crate) struct Report {
     /// How long the reporter had been running when it reported, µs (0
     /// when not given): a younger one may have forgotten an epoch.
     pub up: u64,
+    /// The serial of the collector's own report (`own=`).
+    pub own: Option<u64>,
     pub leader: Vec<RTicket>,
     /// Its own clients' requests: held or waiting.
     pub home: Vec<(RTicket, bool)>,
     pub lines: u64,
 }
+
+/// A report's tickets: its frozen table's, and its own clients' requests
+/// (held or waiting).
+pub(crate) type OwnTickets = (Vec<RTicket>, Vec<(RTicket, bool)>);
 
 /// The collector's work for its epoch.
 #[derive(Debug)]
@@ -79,7 +92,6 @@ impl Core {
             return; // sent when the link is up
         }
         let epoch = c.epoch;
-        let mut lines = Vec::new();
         let mut begin = Message::new("LOCKTICKETS").with("part", "begin");
         begin.set_u64("epoch", epoch);
         begin.set_u64("prev_epoch", c.prev_epoch);
@@ -105,9 +117,12 @@ impl Core {
                 u64::try_from(delay_left.as_micros()).unwrap_or(u64::MAX),
             );
         }
-        lines.push(begin);
+        let own = collector == c.me;
+        let mut leader = Vec::new();
+        let mut home = Vec::new();
+        let mut lines = Vec::new();
+        let mut leader_batch = Batch::new("leader", epoch);
         if let Some((_, table)) = &c.frozen {
-            let mut batch = Batch::new("leader", epoch);
             for (name, o) in &table.objects {
                 for t in &o.tickets {
                     if let Some(fence) = t.fence() {
@@ -119,14 +134,19 @@ impl Core {
                             fence,
                             kind: t.kind,
                         };
-                        lines.extend(batch.push(&r, None));
+                        if own {
+                            leader.push(r);
+                        } else {
+                            lines.extend(leader_batch.push(&r, None));
+                        }
                     }
                 }
             }
-            lines.extend(batch.take());
         }
-        let mut batch = Batch::new("home", epoch);
-        let no_home: Id = Id::from("");
+        lines.extend(leader_batch.take());
+        let mut home_batch = Batch::new("home", epoch);
+        // On the wire an empty home stands for the sender.
+        let me = if own { c.me.clone() } else { Id::from("") };
         for (name, o) in &self.table.objects {
             for t in &o.tickets {
                 let (fence, held) = match t.state {
@@ -135,23 +155,37 @@ impl Core {
                 };
                 let r = RTicket {
                     object: name.clone(),
-                    home: no_home.clone(),
+                    home: me.clone(),
                     req: t.id.0,
                     key: t.key.clone(),
                     fence,
                     kind: t.kind,
                 };
-                lines.extend(batch.push(&r, Some(held)));
+                if own {
+                    home.push((r, held));
+                } else {
+                    lines.extend(home_batch.push(&r, Some(held)));
+                }
             }
         }
-        lines.extend(batch.take());
+        lines.extend(home_batch.take());
+        // About as many lines as on the wire, for the pause below.
+        let mut count = lines.len() + 2;
+        if own {
+            let serial = self.cluster.own_serial + 1;
+            self.cluster.own_serial = serial;
+            begin.set_u64("own", serial);
+            count += leader.len().div_ceil(BATCH_TICKETS) + home.len().div_ceil(BATCH_TICKETS);
+            self.cluster.own_report = Some((serial, (leader, home)));
+        }
+        lines.insert(0, begin);
         let mut end = Message::new("LOCKTICKETS").with("part", "end");
         end.set_u64("epoch", epoch);
         end.set_u64("count", lines.len() as u64 + 1);
         lines.push(end);
         self.cluster.report_sent = Some((epoch, now.mono));
         self.cluster.report_pause =
-            REPORT_PAUSE_PER_LINE * u32::try_from(lines.len()).unwrap_or(u32::MAX);
+            REPORT_PAUSE_PER_LINE * u32::try_from(count).unwrap_or(u32::MAX);
         for m in lines {
             self.post(&collector, m);
         }
@@ -198,6 +232,7 @@ impl Core {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0),
                 up: msg.get_str("up").and_then(|v| v.parse().ok()).unwrap_or(0),
+                own: msg.get_str("own").and_then(|v| v.parse().ok()),
                 lines: 1,
                 ..Report::default()
             };
@@ -228,9 +263,24 @@ impl Core {
                 }
             }
             _ => {
-                let r = collect.partial.remove(from).expect("present");
+                let mut r = collect.partial.remove(from).expect("present");
                 if u64_of(msg, "count")? != r.lines {
                     return Err(Bad("count"));
+                }
+                if *from == self.cluster.me {
+                    // Its own report: the tickets did not go through the
+                    // wire. One that is not the latest is not counted (it
+                    // is sent again).
+                    match self.cluster.own_report.take() {
+                        Some((serial, (leader, home))) if r.own == Some(serial) => {
+                            r.leader = leader;
+                            r.home = home;
+                        }
+                        other => {
+                            self.cluster.own_report = other;
+                            return Ok(());
+                        }
+                    }
                 }
                 if collect.done {
                     self.late_report(from, &r);
@@ -330,13 +380,15 @@ impl Core {
         let collect = self.cluster.collect.as_mut().expect("collecting");
         collect.done = true;
         let reports = std::mem::take(&mut collect.reports);
-        let mut has: BTreeSet<(Id, u64)> = BTreeSet::new();
-        for r in reports.values() {
-            for (t, _) in &r.home {
-                has.insert((t.home.clone(), t.req));
-            }
-        }
-        let mut held: BTreeMap<(ObjectName, Id, u64), RTicket> = BTreeMap::new();
+        // A million held locks come in two or three reports each: borrowed
+        // keys, no copy of a ticket until the state is written, and one
+        // sort at the end (the state goes out in key order).
+        let has: FixedSet<(&str, u64)> = reports
+            .values()
+            .flat_map(|r| r.home.iter().map(|(t, _)| (&*t.home, t.req)))
+            .collect();
+        let mut index: FixedMap<(&[u8], &str, u64), usize> = FixedMap::default();
+        let mut held: Vec<(&RTicket, u64)> = Vec::new();
         let mut floor = 0;
         for r in reports.values() {
             floor = floor.max(r.floor);
@@ -347,25 +399,30 @@ impl Core {
             } else {
                 &[]
             };
-            for t in tables {
-                // The home is the authority on its own clients.
-                if reports.contains_key(&t.home) && !has.contains(&(t.home.clone(), t.req)) {
-                    continue;
-                }
-                let k = (t.object.clone(), t.home.clone(), t.req);
-                let e = held.entry(k).or_insert_with(|| t.clone());
-                e.fence = e.fence.max(t.fence);
-            }
-            for (t, is_held) in &r.home {
-                if *is_held {
-                    let k = (t.object.clone(), t.home.clone(), t.req);
-                    let e = held.entry(k).or_insert_with(|| t.clone());
-                    e.fence = e.fence.max(t.fence);
+            // The home is the authority on its own clients.
+            let from_tables = tables
+                .iter()
+                .filter(|t| !reports.contains_key(&t.home) || has.contains(&(&*t.home, t.req)));
+            let from_home = r.home.iter().filter(|(_, h)| *h).map(|(t, _)| t);
+            for t in from_tables.chain(from_home) {
+                match index.entry((&t.object[..], &*t.home, t.req)) {
+                    Entry::Occupied(e) => {
+                        let h = &mut held[*e.get()];
+                        h.1 = h.1.max(t.fence);
+                    }
+                    Entry::Vacant(e) => {
+                        e.insert(held.len());
+                        held.push((t, t.fence));
+                    }
                 }
             }
         }
-        for t in held.values() {
-            floor = floor.max(t.fence);
+        drop(index);
+        held.sort_unstable_by(|(a, _), (b, _)| {
+            (&a.object[..], &*a.home, a.req).cmp(&(&b.object[..], &*b.home, b.req))
+        });
+        for (_, fence) in &held {
+            floor = floor.max(*fence);
         }
         let epoch = self.cluster.epoch;
         let base = (epoch << 20).max(floor + 1);
@@ -403,8 +460,13 @@ impl Core {
         );
         msgs.push(begin);
         let mut batch = Batch::new("state", epoch);
-        for t in held.values() {
-            msgs.extend(batch.push(t, None));
+        for &(t, fence) in &held {
+            if fence == t.fence {
+                msgs.extend(batch.push(t, None));
+            } else {
+                let t = RTicket { fence, ..t.clone() };
+                msgs.extend(batch.push(&t, None));
+            }
         }
         msgs.extend(batch.take());
         for id in reports.keys() {
@@ -418,10 +480,16 @@ impl Core {
         end.set_u64("count", msgs.len() as u64 + 1);
         msgs.push(end);
         let leaders = self.cluster.leaders.clone();
-        for l in &leaders {
+        let Some((last, others)) = leaders.split_last() else {
+            return;
+        };
+        for l in others {
             for m in &msgs {
                 self.post(l, m.clone());
             }
+        }
+        for m in msgs {
+            self.post(last, m);
         }
     }
 

@@ -120,6 +120,11 @@ pub(crate) struct Cluster {
     pub collect: Option<Collect>,
     /// The epoch this agent's report was accepted for... or sent for.
     pub report_sent: Option<(u64, Time)>,
+    /// The collector's own report: its tickets wait here (by serial) for
+    /// the `end` line it sends itself, instead of being written out and
+    /// read back (a million held locks are seconds of that).
+    pub own_report: Option<(u64, handover::OwnTickets)>,
+    pub own_serial: u64,
     /// How much longer than `peer_timeout` to wait before reporting again:
     /// a report of a million locks costs every agent on its way seconds,
     /// and reports must not follow each other faster than they are read.
@@ -187,6 +192,8 @@ impl Cluster {
             frozen: None,
             collect: None,
             report_sent: None,
+            own_report: None,
+            own_serial: 0,
             report_pause: Duration::ZERO,
             submitted: BTreeMap::new(),
             last_ok: None,
