@@ -249,6 +249,29 @@ fn seeds_still_open() {
     assert!(failing.is_empty(), "still failing: {failing:?}");
 }
 
+/// Seeds that break a property for a reason not yet explained (found by
+/// the 100,000-seed sweep from 6,000,000; each fails the same with the
+/// core before that sweep's commit): a leader of a healed epoch that
+/// never becomes ready and is never replaced (liveness), and one leader
+/// holding two conflicting votes of one epoch in a run with
+/// unsynchronized clocks. Replay with `SIM_SEED=<n>`.
+const UNEXPLAINED: [(u64, &str); 3] = [
+    (6052436, "L4, 5 agents, unsynchronized clocks"),
+    (6066984, "S6, 5 agents, unsynchronized clocks"),
+    (6082602, "L4, 3 agents, synchronized clocks"),
+];
+
+#[test]
+#[ignore = "failures not yet explained: see UNEXPLAINED"]
+fn seeds_not_yet_explained() {
+    let failing: Vec<u64> = UNEXPLAINED
+        .iter()
+        .filter(|(seed, _)| !sim::run(&options(*seed)).ok())
+        .map(|(seed, _)| *seed)
+        .collect();
+    assert!(failing.is_empty(), "still failing: {failing:?}");
+}
+
 #[test]
 fn replay() {
     let Some(seed) = env_u64("SIM_SEED") else {
