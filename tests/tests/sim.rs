@@ -251,12 +251,14 @@ fn seeds_still_open() {
 
 /// Seeds that break a property for a reason not yet explained (found by
 /// the 100,000-seed sweep from 6,000,000; each fails the same with the
-/// core before that sweep's commit): a leader of a healed epoch that
-/// never becomes ready and is never replaced (liveness), and one leader
+/// core before that sweep's commit): an agent out of contact after the
+/// network healed for longer than the quiet window (in 6082602 its late
+/// report holds a lock, so it is not counted, and the agent keeps the
+/// lock until its lease ends instead of revoking it), and one leader
 /// holding two conflicting votes of one epoch in a run with
 /// unsynchronized clocks. Replay with `SIM_SEED=<n>`.
 const UNEXPLAINED: [(u64, &str); 3] = [
-    (6052436, "L4, 5 agents, unsynchronized clocks"),
+    (6052436, "L4, 5 agents, unsynchronized clocks (not looked into)"),
     (6066984, "S6, 5 agents, unsynchronized clocks"),
     (6082602, "L4, 3 agents, synchronized clocks"),
 ];
