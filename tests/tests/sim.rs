@@ -258,7 +258,7 @@ fn seeds_still_open() {
 /// holding two conflicting votes of one epoch in a run with
 /// unsynchronized clocks. Replay with `SIM_SEED=<n>`.
 const UNEXPLAINED: [(u64, &str); 3] = [
-    (6052436, "L4, 5 agents, unsynchronized clocks (not looked into)"),
+    (6052436, "L4, 5 agents, unsynchronized clocks, not read yet"),
     (6066984, "S6, 5 agents, unsynchronized clocks"),
     (6082602, "L4, 3 agents, synchronized clocks"),
 ];
