@@ -234,7 +234,7 @@ impl Core {
         c.early.clear();
         c.report_sent = None;
         if c.is_leader() {
-            c.leading = Some(super::leader::Leading::new());
+            c.leading = Some(super::ltable::Leading::new());
         }
         if c.leaders[0] == c.me {
             c.collect = Some(super::handover::Collect::new(now.mono));

@@ -4,7 +4,7 @@
 
 use super::Id;
 use super::config::Plant;
-use super::leader::{LObject, LState, LTicket, ticket_msg};
+use super::ltable::{LObject, LState, LTicket, ticket_msg};
 use super::wire::{Bad, bytes_of, kind_of, str_of, u64_of};
 use crate::core::Core;
 use crate::core::table::ObjectName;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::batch::{BATCH_TICKETS, Batch, RTicket, read_batch};
 use super::config::Plant;
-use super::leader::{LState, LTicket};
+use super::ltable::{LState, LTicket};
 use super::wire::{Bad, str_of, u64_of};
 use super::{Cluster, Id};
 use crate::core::Core;

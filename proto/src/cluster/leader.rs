@@ -1,191 +1,19 @@
 //! The leaders' side of a lock (docs/cluster.md "Granting"): the owner of
 //! an object sequences its tickets and asks its followers for votes (the
-//! followers' side is in `follower.rs`); the table both keep.
+//! followers' side is in `follower.rs`, the table both keep in
+//! `ltable.rs`).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use super::Id;
 use super::config::Plant;
+use super::ltable::{LState, LTicket, ticket_msg};
 use super::wire::{Bad, bool_of, bytes_of, kind_of, put_kind, str_of, u64_of};
 use crate::core::Core;
 use crate::core::table::ObjectName;
-use crate::core::ticket::{Kind, Mode, View, who_may_hold};
-use crate::time::{Now, Time};
+use crate::core::ticket::{Mode, View, who_may_hold};
+use crate::time::Now;
 use crate::wire::Message;
-
-/// Where a ticket is, on a leader.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LState {
-    Waiting,
-    /// Owner: votes asked for this grant; bit i = leader i. `asked`: the
-    /// leaders asked so far (the owner included): first only as many
-    /// followers as a majority needs, all of them once one of those
-    /// refuses or has not answered for a `ping_interval`.
-    Activating {
-        fence: u64,
-        votes: u8,
-        refused: u8,
-        asked: u8,
-    },
-    /// Owner: granted. Follower: voted for.
-    Held {
-        fence: u64,
-    },
-    /// From the previous epoch's state: its home may hold it, so it blocks
-    /// like a held ticket, but this epoch never granted it. Should its home
-    /// ask for it again (it waits after all), it waits here too.
-    Inherited {
-        fence: u64,
-    },
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct LTicket {
-    pub home: Id,
-    pub req: u64,
-    pub key: Box<str>,
-    pub number: u64,
-    pub kind: Kind,
-    pub state: LState,
-    /// Owner: the leaders that have this ticket from it (its ADDTICKET, or
-    /// the epoch's state); bit i = leader i. Its DROPTICKET goes to them.
-    pub told: u8,
-}
-
-impl LTicket {
-    /// A follower's vote for it stands (or it came with the epoch's state).
-    pub(super) fn blocks(&self) -> bool {
-        matches!(self.state, LState::Held { .. } | LState::Inherited { .. })
-    }
-
-    pub fn fence(&self) -> Option<u64> {
-        match self.state {
-            LState::Waiting => None,
-            LState::Activating { fence, .. }
-            | LState::Held { fence }
-            | LState::Inherited { fence } => Some(fence),
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct LObject {
-    pub tickets: Vec<LTicket>,
-    pub last_shared_grant: Option<Time>,
-    pub last_fence: u64,
-}
-
-impl LObject {
-    pub(super) fn find(&self, home: &str, req: u64) -> Option<usize> {
-        self.tickets
-            .iter()
-            .position(|t| t.req == req && *t.home == *home)
-    }
-}
-
-/// A leader's part of one epoch.
-#[derive(Debug)]
-pub(crate) struct Leading {
-    /// Installed the epoch's state: may vote and grant.
-    pub ready: bool,
-    pub objects: BTreeMap<ObjectName, LObject>,
-    pub tickets: usize,
-    /// Fences of this epoch are at least this.
-    pub base: u64,
-    /// No grant before this (the lock-delay).
-    pub delay_until: Option<Time>,
-    /// Agents whose report is part of this epoch's state.
-    pub reporters: BTreeSet<Id>,
-    /// Objects to look at again on the next tick.
-    pub retry: BTreeSet<ObjectName>,
-    /// Grants asked for, with when to ask the others, or again those that
-    /// did not answer, if the majority is not there by then (in that
-    /// order).
-    pub asking: VecDeque<(Time, ObjectName, Id, u64)>,
-    /// Tickets by home, to drop a silent home's tickets.
-    pub by_home: BTreeMap<Id, BTreeSet<(ObjectName, u64)>>,
-    /// The state being received from the collector, and its line count.
-    pub state_in: Option<super::handover::StateIn>,
-    pub state_lines: u64,
-}
-
-impl Leading {
-    pub fn new() -> Leading {
-        Leading {
-            ready: false,
-            objects: BTreeMap::new(),
-            tickets: 0,
-            base: 0,
-            delay_until: None,
-            reporters: BTreeSet::new(),
-            retry: BTreeSet::new(),
-            asking: VecDeque::new(),
-            by_home: BTreeMap::new(),
-            state_in: None,
-            state_lines: 0,
-        }
-    }
-
-    pub fn insert(&mut self, name: &ObjectName, t: LTicket) {
-        self.by_home
-            .entry(t.home.clone())
-            .or_default()
-            .insert((name.clone(), t.req));
-        let o = self.objects.entry(name.clone()).or_default();
-        if o.tickets.capacity() == 0 {
-            // Most objects have one ticket: the first push would reserve
-            // room for four (some 240 bytes of empty slots per held lock
-            // on every leader).
-            o.tickets.reserve_exact(1);
-        }
-        if let Some(f) = t.fence() {
-            o.last_fence = o.last_fence.max(f);
-        }
-        let at = o
-            .tickets
-            .partition_point(|x| (x.number, &*x.key) < (t.number, &*t.key));
-        o.tickets.insert(at, t);
-        self.tickets += 1;
-    }
-
-    /// Ticket `req` of `home` on object `name`.
-    fn ticket_mut(&mut self, name: &[u8], home: &str, req: u64) -> Option<&mut LTicket> {
-        let o = self.objects.get_mut(name)?;
-        let pos = o.find(home, req)?;
-        Some(&mut o.tickets[pos])
-    }
-
-    pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LTicket> {
-        let o = self.objects.get_mut(name)?;
-        let pos = o.find(home, req)?;
-        let t = o.tickets.remove(pos);
-        self.tickets -= 1;
-        if let Some(set) = self.by_home.get_mut(&t.home) {
-            set.remove(&(ObjectName::from(name), req));
-            if set.is_empty() {
-                self.by_home.remove(&t.home);
-            }
-        }
-        if o.tickets.is_empty() && o.last_shared_grant.is_none() {
-            self.objects.remove(name);
-        }
-        Some(t)
-    }
-}
-
-pub(super) fn ticket_msg(
-    command: &str,
-    epoch: u64,
-    object: &[u8],
-    home: &str,
-    req: u64,
-) -> Message {
-    let mut m = Message::new(command).with("object_name", object);
-    m.set_u64("epoch", epoch);
-    m.set("home", home);
-    m.set_u64("req", req);
-    m
-}
 
 impl Core {
     /// Sends `msg` to the agent `to`: over its link, or to this agent's own
@@ -777,45 +605,5 @@ impl Core {
             self.try_grant(now, name, &home, req);
         }
         self.evaluate(now, name);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::ticket::Policy;
-
-    fn ticket(home: &str, req: u64, number: u64) -> LTicket {
-        LTicket {
-            home: home.into(),
-            req,
-            key: format!("{home}/{req}").into(),
-            number,
-            kind: Kind {
-                mode: Mode::Exclusive,
-                limit: None,
-                policy: Policy::Hard,
-            },
-            state: LState::Held { fence: number },
-            told: 0,
-        }
-    }
-
-    #[test]
-    fn a_one_ticket_object_keeps_room_for_one() {
-        let mut l = Leading::new();
-        let name = ObjectName::from(&b"one"[..]);
-        l.insert(&name, ticket("h", 1, 1));
-        assert_eq!(l.objects[&name].tickets.capacity(), 1);
-        l.insert(&name, ticket("h", 2, 2));
-        l.insert(&name, ticket("h", 3, 3));
-        let o = &l.objects[&name];
-        assert_eq!(
-            o.tickets.iter().map(|t| t.req).collect::<Vec<_>>(),
-            [1, 2, 3]
-        );
-        assert_eq!(l.remove(b"one", "h", 2).map(|t| t.req), Some(2));
-        assert_eq!(l.tickets, 2);
-        assert_eq!(l.by_home["h"].len(), 2);
     }
 }

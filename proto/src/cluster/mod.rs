@@ -14,6 +14,7 @@ mod home;
 pub(crate) mod ids;
 mod leader;
 mod links;
+mod ltable;
 mod vouch;
 pub(crate) mod wire;
 
@@ -29,8 +30,8 @@ pub use config::{ClusterConfig, Plant};
 use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
 use handover::Collect;
-use leader::Leading;
 use links::Link;
+use ltable::Leading;
 
 /// A link to another computer, numbered by the shell; never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
