@@ -112,15 +112,19 @@ impl World {
         node.paused = false;
         node.pending.clear();
         node.wake_at = None;
-        node.incarnation += 1;
         node.seen = 0;
         self.wire.forget(i);
+        // The links break with the process that sent on them: what it sent
+        // last is kept under its own incarnation, so that no reconnect
+        // delivers it again as if its successor had sent it (a dead
+        // process retransmits nothing).
         for other in 0..self.nodes.len() {
             if other != i {
                 let l = self.net.link_of(i, other);
                 self.break_link(l);
             }
         }
+        self.nodes[i].incarnation += 1;
         let conns: Vec<ClientId> = self
             .conns
             .iter()
