@@ -149,7 +149,7 @@ fn long_sweep() {
 
 /// Seeds that once broke a property, each with what it found; they must
 /// stay clean.
-const FIXED: [(u64, &str); 19] = [
+const FIXED: [(u64, &str); 22] = [
     (
         94,
         "S2: an object's last fence forgotten with its last ticket",
@@ -208,6 +208,15 @@ const FIXED: [(u64, &str); 19] = [
         4018104,
         "S1: the same, with synchronized clocks (fails at 2a44dd4 without the rule)",
     ),
+    (
+        6082602,
+        "L4: a home in contact only between two ticks never saw the edge and kept a lock out of contact",
+    ),
+    (6052436, "L4: the same, 5 agents"),
+    (
+        6066984,
+        "S6 observer: the simulator replayed a crashed process's messages as its successor's",
+    ),
 ];
 
 #[test]
@@ -251,27 +260,6 @@ fn still_failing(list: &[(u64, &str)]) -> Vec<u64> {
         .filter(|(seed, _)| !sim::run(&options(*seed)).ok())
         .map(|(seed, _)| *seed)
         .collect()
-}
-
-/// Seeds that break a property for a reason not yet explained (found by
-/// the 100,000-seed sweep from 6,000,000; each fails the same with the
-/// core before that sweep's commit): an agent out of contact after the
-/// network healed for longer than the quiet window (in 6082602 its late
-/// report holds a lock, so it is not counted, and the agent keeps the
-/// lock until its lease ends instead of revoking it), and one leader
-/// holding two conflicting votes of one epoch in a run with
-/// unsynchronized clocks. Replay with `SIM_SEED=<n>`.
-const UNEXPLAINED: [(u64, &str); 3] = [
-    (6052436, "L4, 5 agents, unsynchronized clocks, not read yet"),
-    (6066984, "S6, 5 agents, unsynchronized clocks"),
-    (6082602, "L4, 3 agents, synchronized clocks"),
-];
-
-#[test]
-#[ignore = "failures not yet explained: see UNEXPLAINED"]
-fn seeds_not_yet_explained() {
-    let failing = still_failing(&UNEXPLAINED);
-    assert!(failing.is_empty(), "still failing: {failing:?}");
 }
 
 #[test]

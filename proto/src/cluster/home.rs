@@ -79,13 +79,21 @@ impl Core {
     }
 
     /// Whether a majority of acting leaders answered within `grace`.
+    ///
+    /// Every time it is found in contact counts for the revocation's edge
+    /// (`home_tick`): a grant delivered on contact found between two ticks
+    /// is revoked when contact is lost, even if no tick saw the contact.
     pub(crate) fn in_contact(&mut self, now: Now) -> bool {
         if let Some(t) = self.contact_time(now.mono) {
             let c = &mut self.cluster;
             c.last_ok = Some(c.last_ok.map_or(t, |o| o.max(t)));
         }
         let grace = self.cluster.cfg.grace;
-        self.cluster.last_ok.is_some_and(|t| now.mono < t + grace)
+        let in_contact = self.cluster.last_ok.is_some_and(|t| now.mono < t + grace);
+        if in_contact {
+            self.cluster.was_in_contact = true;
+        }
+        in_contact
     }
 
     /// `LOCKED` or `LOCKFAILED` from an owner about request `req`.

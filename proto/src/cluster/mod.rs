@@ -134,7 +134,8 @@ pub(crate) struct Cluster {
     /// Home: when contact with a majority of acting leaders last held,
     /// carried across epoch changes.
     pub last_ok: Option<Time>,
-    /// Home: whether it was in contact at the last check (for the edge).
+    /// Home: whether it was found in contact since the last tick's check
+    /// (for the revocation's edge).
     pub was_in_contact: bool,
     /// Home: bit i = leader i stopped vouching for the locks it owns.
     pub lapsed_owners: u8,
