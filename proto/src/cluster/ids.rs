@@ -1,6 +1,7 @@
 //! Agent ids, the leaders' sort order, and the small deterministic helpers
 //! (hash, random numbers) the cluster needs without any OS facility.
 
+use std::hash::Hasher;
 use std::net::SocketAddr;
 
 /// Priority written in an id for `candidate_priority=off`.
@@ -66,12 +67,45 @@ pub fn candidate_key(id: &str, is_leader: bool) -> String {
 /// FNV-1a, 64 bits: which leader owns an object. The same on every agent
 /// and every platform.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    let mut h = Fnv::default();
+    h.write(bytes);
+    h.0
+}
+
+/// FNV-1a as a [`Hasher`](std::hash::Hasher) for the core's large hash
+/// tables (a handover's million tickets): fixed, since the core draws
+/// nothing from the system, and quick on short keys. `finish` mixes the
+/// bits (MurmurHash3's finalizer), so that the table's low bits depend on
+/// every byte. Keys come from authenticated peers only.
+#[derive(Clone, Copy, Debug)]
+pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
     }
-    h
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.write(&n.to_le_bytes());
+    }
+
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
 }
 
 /// SplitMix64: a small, seeded, platform-independent generator.

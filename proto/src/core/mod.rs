@@ -21,6 +21,9 @@ use crate::time::{Now, Time};
 use crate::wire::{Message, ParseError};
 use table::{State, Table, Timer};
 
+/// Most messages to itself an agent handles in one call (`drain_local`).
+const LOCAL_BUDGET: usize = 64;
+
 /// A client connection, numbered by the shell; never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ClientId(pub u64);
@@ -362,6 +365,9 @@ impl Core {
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Time> {
+        if !self.cluster.local.is_empty() {
+            return Some(self.last_now); // more of what it sent itself
+        }
         let table = self.table.next_timer();
         if !self.cluster.multi || self.stopping {
             return table;
@@ -488,10 +494,18 @@ impl Core {
         self.maybe_elect(now);
     }
 
-    /// Delivers what this agent sent itself (home part to leader part).
+    /// Delivers what this agent sent itself (home part to leader part), at
+    /// most [`LOCAL_BUDGET`] messages a call, as a link to itself would:
+    /// a handover's state of a million locks is some two thousand lines,
+    /// and the agent must go on reading and answering its peers between
+    /// them (the rest waits for the next call, which
+    /// [`poll_timeout`](Self::poll_timeout) asks for at once).
     fn drain_local(&mut self, now: Now) {
         let me = self.cluster.me.clone();
-        while let Some(msg) = self.cluster.local.pop_front() {
+        for _ in 0..LOCAL_BUDGET {
+            let Some(msg) = self.cluster.local.pop_front() else {
+                break;
+            };
             let cmd = msg.command.clone();
             let result = if cmd == "LOCKTICKETS" {
                 self.on_tickets(now, &me, &msg)

@@ -147,6 +147,43 @@ fn closing_the_holders_connection_passes_the_lock_to_a_client_of_another_agent()
 }
 
 #[test]
+fn a_close_that_releases_hundreds_of_locks_its_agent_owns_frees_them_all() {
+    // The closing client's agent owns every name: its 300 UNLOCKs go to
+    // itself in one input, more than it handles in one call (the rest in
+    // the calls after, without waiting for other input).
+    let mut net = Net::new(3, 12);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let names: Vec<String> = (0..2000)
+        .map(|k| format!("own-{k}"))
+        .filter(|name| net.owner_of(0, name) == 0)
+        .take(300)
+        .collect();
+    assert_eq!(names.len(), 300);
+    let a = net.open(0);
+    for (k, name) in names.iter().enumerate() {
+        net.send(a, &format!("LOCK object_name={name};duration=600;tag={k}"));
+        let got = net.wait_reply(a, Duration::from_secs(1)).expect("granted");
+        assert_eq!(got.command, "LOCKED", "{got}");
+    }
+    let b = net.open(1);
+    for (k, name) in names.iter().enumerate() {
+        net.send(
+            b,
+            &format!("LOCK object_name={name};duration=60;timeout=1800000500;tag={k}"),
+        );
+    }
+    assert!(net.wait_reply(b, Duration::from_millis(300)).is_none());
+    net.close(a);
+    let mut granted = std::collections::BTreeSet::new();
+    for _ in 0..names.len() {
+        let got = net.wait_reply(b, Duration::from_secs(1)).expect("moved on");
+        assert_eq!(got.command, "LOCKED", "{got}");
+        granted.insert(got.get_str("object_name").unwrap().to_owned());
+    }
+    assert_eq!(granted.len(), names.len());
+}
+
+#[test]
 fn try_and_busy_come_back_from_the_owner_leader() {
     let mut net = Net::new(3, 4);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
