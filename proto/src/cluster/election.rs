@@ -231,6 +231,7 @@ impl Core {
         c.lapsed_owners = 0;
         c.collect = None;
         c.own_report = None; // its lines are of the old epoch: ignored
+        c.own_state = None;
         c.early.clear();
         c.report_sent = None;
         if c.is_leader() {

@@ -14,7 +14,7 @@ use super::ltable::{LState, LTicket};
 use super::wire::{Bad, str_of, u64_of};
 use super::{Cluster, Id};
 use crate::core::Core;
-use crate::core::table::State;
+use crate::core::table::{State, TicketId};
 use crate::time::{Now, Time};
 use crate::wire::Message;
 
@@ -124,8 +124,25 @@ impl Core {
         let mut leader_batch = Batch::new("leader", epoch);
         if let Some((_, table)) = &c.frozen {
             for (name, o) in &table.objects {
+                let mine = self.table.objects.get(name);
                 for t in &o.tickets {
                     if let Some(fence) = t.fence() {
+                        // A lock of this agent's own client that its home
+                        // part below reports held with the same fence: the
+                        // state would be the same without the copy, and an
+                        // agent that is home and leader of a million locks
+                        // would otherwise report each twice.
+                        let held_here = mine.is_some_and(|m| {
+                            t.home == c.me
+                                && m.position(TicketId(t.req)).is_some_and(|i| {
+                                    matches!(m.tickets[i].state,
+                                        State::Held { fence: f, .. } | State::Expired { fence: f, .. }
+                                        if f == fence)
+                                })
+                        });
+                        if held_here {
+                            continue;
+                        }
                         let r = RTicket {
                             object: name.clone(),
                             home: t.home.clone(),
@@ -439,8 +456,25 @@ impl Core {
         end.set_u64("epoch", epoch);
         end.set_u64("count", msgs.len() as u64 + 1);
         msgs.push(end);
-        let leaders = self.cluster.leaders.clone();
-        let Some((last, others)) = leaders.split_last() else {
+        // Its own copy does not go through the wire: the tickets as they
+        // are, installed once the others' copies went out.
+        let me = self.cluster.me.clone();
+        if self.cluster.leaders.contains(&me) {
+            let state = StateIn {
+                base,
+                delay,
+                tickets: (held.iter())
+                    .map(|&(t, fence)| RTicket { fence, ..t.clone() })
+                    .collect(),
+                reporters: reports.keys().cloned().collect(),
+            };
+            self.cluster.own_state = Some((now.mono, state));
+        }
+        let others: Vec<Id> = (self.cluster.leaders.iter())
+            .filter(|l| **l != me)
+            .cloned()
+            .collect();
+        let Some((last, others)) = others.split_last() else {
             return;
         };
         for l in others {
@@ -505,6 +539,23 @@ impl Core {
             _ => return Err(Bad("part")),
         }
         Ok(())
+    }
+
+    /// The collector installs its own copy of the state, at a time later
+    /// than it built it.
+    pub(crate) fn install_own_state(&mut self, now: Now) {
+        let due = self.cluster.own_state.as_ref();
+        if due.is_none_or(|(at, _)| now.mono <= *at) {
+            return;
+        }
+        let (_, s) = self.cluster.own_state.take().expect("present");
+        let Some(l) = self.cluster.leading.as_mut() else {
+            return;
+        };
+        if !l.ready {
+            l.state_in = None;
+            self.install(now, s);
+        }
     }
 
     /// Starts acting as a leader of the epoch from its state.

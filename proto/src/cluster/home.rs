@@ -207,9 +207,23 @@ impl Core {
         if let Some((epoch, at)) = self.cluster.report_sent {
             // Not counted (lost with a link, or late while holding locks,
             // revoked since), or a leader missed the news: report again.
+            // Not when this agent leads from a state that counts it: every
+            // leader installs that same state (a leader that lost it never
+            // acts, and the epoch is replaced); nor while it collects, its
+            // own report in hand. A report of a million locks costs its
+            // agent a second, which it needs just then to build, install,
+            // or answer the pings that bring it back in contact.
             let timeout = self.cluster.cfg.peer_timeout + self.cluster.report_pause;
+            let c = &self.cluster;
+            let counted = c
+                .leading
+                .as_ref()
+                .is_some_and(|l| l.ready && l.reporters.contains(&c.me))
+                || c.own_state.is_some()
+                || c.collect.as_ref().is_some_and(|k| !k.done);
             if epoch == self.cluster.epoch
                 && now.mono >= at + timeout
+                && !counted
                 && (!in_contact || self.a_leader_does_not_count_me(now))
             {
                 self.send_report(now);

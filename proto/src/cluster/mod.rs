@@ -125,6 +125,11 @@ pub(crate) struct Cluster {
     /// the `end` line it sends itself, instead of being written out and
     /// read back (a million held locks are seconds of that).
     pub own_report: Option<(u64, handover::OwnTickets)>,
+    /// The collector's own copy of the state it built, and when: installed
+    /// at the first call of a later time, once the copies for the other
+    /// leaders went out (the shell writes between two calls of different
+    /// times).
+    pub own_state: Option<(Time, handover::StateIn)>,
     pub own_serial: u64,
     /// How much longer than `peer_timeout` to wait before reporting again:
     /// a report of a million locks costs every agent on its way seconds,
@@ -195,6 +200,7 @@ impl Cluster {
             collect: None,
             report_sent: None,
             own_report: None,
+            own_state: None,
             own_serial: 0,
             report_pause: Duration::ZERO,
             submitted: BTreeMap::new(),

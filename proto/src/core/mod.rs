@@ -314,6 +314,7 @@ impl Core {
                 Timer::Ticket(id, name) => self.ticket_timer(now, &name, id, at),
             }
         }
+        self.install_own_state(now);
         self.cluster_tick(now);
         self.drain_local(now);
     }
@@ -372,7 +373,10 @@ impl Core {
         if !self.cluster.multi || self.stopping {
             return table;
         }
-        let tick = self.cluster.next_tick;
+        let mut tick = self.cluster.next_tick;
+        if let Some((at, _)) = &self.cluster.own_state {
+            tick = tick.min(*at + std::time::Duration::from_micros(1));
+        }
         Some(table.map_or(tick, |t| t.min(tick)))
     }
 
