@@ -491,6 +491,14 @@ impl Core {
         if self.cluster.leaders.first() != Some(from) {
             return Err(Bad("part (not from the collector)"));
         }
+        if let Some((_, s)) = self.cluster.own_state.as_mut() {
+            // The collector's own copy, not installed yet: the news of a
+            // late report counted meanwhile goes into it.
+            if part == "reporter" && *from == self.cluster.me {
+                s.reporters.insert(str_of(msg, "id")?.into());
+                return Ok(());
+            }
+        }
         let Some(l) = self.cluster.leading.as_mut() else {
             return Ok(());
         };
@@ -603,6 +611,7 @@ impl Core {
         }
         l.base = s.base;
         l.delay_until = (!s.delay.is_zero()).then(|| now.mono + s.delay);
+        l.self_in_state = s.reporters.contains(&self.cluster.me);
         l.reporters = s.reporters;
         l.ready = true;
         self.cluster.fence_floor = self.cluster.fence_floor.max(s.base.saturating_sub(1));

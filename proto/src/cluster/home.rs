@@ -209,7 +209,8 @@ impl Core {
             // revoked since), or a leader missed the news: report again.
             // Not when this agent leads from a state that counts it: every
             // leader installs that same state (a leader that lost it never
-            // acts, and the epoch is replaced); nor while it collects, its
+            // acts, and the epoch is replaced; news of a late report, which
+            // a leader may miss, does not count here); nor while it collects, its
             // own report in hand. A report of a million locks costs its
             // agent a second, which it needs just then to build, install,
             // or answer the pings that bring it back in contact.
@@ -218,7 +219,7 @@ impl Core {
             let counted = c
                 .leading
                 .as_ref()
-                .is_some_and(|l| l.ready && l.reporters.contains(&c.me))
+                .is_some_and(|l| l.ready && l.self_in_state)
                 || c.own_state.is_some()
                 || c.collect.as_ref().is_some_and(|k| !k.done);
             if epoch == self.cluster.epoch

@@ -105,6 +105,9 @@ pub(crate) struct Leading {
     /// The state being received from the collector, and its line count.
     pub state_in: Option<super::handover::StateIn>,
     pub state_lines: u64,
+    /// Whether this agent's own report is part of the state it installed
+    /// (not only counted later, by news that another leader may miss).
+    pub self_in_state: bool,
 }
 
 impl Leading {
@@ -121,6 +124,7 @@ impl Leading {
             by_home: BTreeMap::new(),
             state_in: None,
             state_lines: 0,
+            self_in_state: false,
         }
     }
 
