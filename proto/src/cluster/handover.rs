@@ -2,15 +2,13 @@
 //! the new epoch's collector; the collector builds the state the new
 //! leaders start from, with a lock-delay when it cannot be complete.
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::BuildHasherDefault;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::batch::{BATCH_TICKETS, Batch, RTicket, read_batch};
 use super::config::Plant;
-use super::ids::Fnv;
 use super::ltable::{LState, LTicket};
+use super::merge::merge_held;
 use super::wire::{Bad, str_of, u64_of};
 use super::{Cluster, Id};
 use crate::core::Core;
@@ -22,10 +20,6 @@ use crate::wire::Message;
 /// building, sending and reading a line costs, so that an agent with many
 /// locks spends at most a fraction of its time reporting.
 const REPORT_PAUSE_PER_LINE: Duration = Duration::from_micros(4);
-
-/// A hash table with a fixed hasher: the core draws nothing from the
-/// system, and the keys are peers' reports.
-type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// What one agent reported.
 #[derive(Debug, Default)]
@@ -627,198 +621,5 @@ impl Core {
                 log::warn!("{cmd} dropped: bad or missing {what}");
             }
         }
-    }
-}
-
-/// Every ticket held in the new epoch, once each with the largest fence
-/// any report gives it, in key order (object, home, req), and the largest
-/// floor reported. From the tables of E_max's ready leaders (older tables
-/// were superseded by E_max's state, or by the lock-delay) and the homes'
-/// held requests; the home is the authority on its own clients, so a
-/// table's ticket of a home that reported is kept only if that home still
-/// has it (held or waiting).
-///
-/// A million held locks come in two or three reports each: borrowed keys,
-/// homes numbered once, no copy of a ticket until the state is written,
-/// and one sort at the end.
-fn merge_held(reports: &BTreeMap<Id, Report>, e_max: u64) -> (Vec<(&RTicket, u64)>, u64) {
-    /// One key of the state: whether something holds it yet (a home's
-    /// waiting request does not, a table's ticket for it does), and the
-    /// largest fence of those that hold it.
-    struct Slot<'a> {
-        t: &'a RTicket,
-        fence: u64,
-        held: bool,
-    }
-    let mut homes = Homes::new(reports);
-    let size: usize = reports
-        .values()
-        .map(|r| r.home.len() + r.leader.len())
-        .sum();
-    let mut index: FixedMap<(&[u8], u32, u64), usize> =
-        FixedMap::with_capacity_and_hasher(size.min(1 << 24), BuildHasherDefault::default());
-    let mut slots: Vec<Slot<'_>> = Vec::new();
-    let mut floor = 0;
-    for r in reports.values() {
-        floor = floor.max(r.floor);
-        for (t, h) in &r.home {
-            let key = (&t.object[..], homes.number(&t.home).0, t.req);
-            let fence = if *h { t.fence } else { 0 };
-            match index.entry(key) {
-                Entry::Occupied(e) => {
-                    let s = &mut slots[*e.get()];
-                    s.held |= *h;
-                    s.fence = s.fence.max(fence);
-                }
-                Entry::Vacant(e) => {
-                    e.insert(slots.len());
-                    slots.push(Slot { t, fence, held: *h });
-                }
-            }
-        }
-    }
-    for r in reports.values().filter(|r| r.ready_epoch == e_max) {
-        for t in &r.leader {
-            let (home, reported) = homes.number(&t.home);
-            match index.entry((&t.object[..], home, t.req)) {
-                Entry::Occupied(e) => {
-                    let s = &mut slots[*e.get()];
-                    s.held = true;
-                    s.fence = s.fence.max(t.fence);
-                }
-                Entry::Vacant(_) if reported => {} // its home let it go
-                Entry::Vacant(e) => {
-                    e.insert(slots.len());
-                    slots.push(Slot {
-                        t,
-                        fence: t.fence,
-                        held: true,
-                    });
-                }
-            }
-        }
-    }
-    drop(index);
-    let mut held: Vec<(&RTicket, u64)> = slots
-        .into_iter()
-        .filter(|s| s.held)
-        .map(|s| (s.t, s.fence))
-        .collect();
-    held.sort_unstable_by(|(a, _), (b, _)| {
-        (&a.object[..], &*a.home, a.req).cmp(&(&b.object[..], &*b.home, b.req))
-    });
-    (held, floor)
-}
-
-/// The homes named in a handover's tickets, numbered: a ticket's key
-/// hashes a number instead of a home's id, and the same `Arc` as the
-/// ticket before is not looked up again.
-struct Homes<'a> {
-    known: BTreeMap<&'a str, (u32, bool)>,
-    last: Option<(&'a Id, (u32, bool))>,
-}
-
-impl<'a> Homes<'a> {
-    fn new(reports: &'a BTreeMap<Id, Report>) -> Homes<'a> {
-        let known = (reports.keys().zip(0..))
-            .map(|(id, n)| (&**id, (n, true)))
-            .collect();
-        Homes { known, last: None }
-    }
-
-    /// The home's number, and whether it reported.
-    fn number(&mut self, home: &'a Id) -> (u32, bool) {
-        if let Some((id, n)) = self.last {
-            if std::sync::Arc::ptr_eq(id, home) {
-                return n;
-            }
-        }
-        let next = u32::try_from(self.known.len()).unwrap_or(u32::MAX);
-        let n = *self.known.entry(&**home).or_insert((next, false));
-        self.last = Some((home, n));
-        n
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::ticket::Kind;
-
-    fn t(object: &str, home: &Id, req: u64, fence: u64) -> RTicket {
-        RTicket {
-            object: object.as_bytes().into(),
-            home: home.clone(),
-            req,
-            key: format!("k{req}").into(),
-            fence,
-            kind: Kind::EXCLUSIVE,
-        }
-    }
-
-    /// What the state holds: (object, home, req, fence), in its order.
-    fn merged(reports: &BTreeMap<Id, Report>, e_max: u64) -> Vec<(String, String, u64, u64)> {
-        let (held, _) = merge_held(reports, e_max);
-        held.iter()
-            .map(|(t, f)| {
-                let o = String::from_utf8(t.object.to_vec()).unwrap();
-                (o, t.home.to_string(), t.req, *f)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_state_keeps_what_a_home_holds_or_waits_for_and_what_unreported_homes_held() {
-        let (a, b, gone): (Id, Id, Id) = ("a".into(), "b".into(), "gone".into());
-        let mut reports = BTreeMap::new();
-        // Leader a (ready in epoch 7) is also a home: it holds x, waits
-        // for y, and its table has x, y, the released z, and w of a home
-        // that did not report.
-        reports.insert(
-            a.clone(),
-            Report {
-                ready_epoch: 7,
-                floor: 40,
-                leader: vec![
-                    t("x", &a, 1, 10),
-                    t("y", &a, 2, 20),
-                    t("z", &a, 3, 30),
-                    t("w", &gone, 9, 35),
-                ],
-                home: vec![(t("x", &a, 1, 10), true), (t("y", &a, 2, 0), false)],
-                ..Report::default()
-            },
-        );
-        // Leader b, ready in epoch 7 too, voted for y with a later fence
-        // and for w; b's own client holds v; an older table is ignored.
-        reports.insert(
-            b.clone(),
-            Report {
-                ready_epoch: 7,
-                floor: 50,
-                leader: vec![t("y", &a, 2, 25), t("w", &gone, 9, 36)],
-                home: vec![(t("v", &b, 4, 12), true), (t("u", &b, 5, 0), false)],
-                ..Report::default()
-            },
-        );
-        reports.insert(
-            "c".into(),
-            Report {
-                ready_epoch: 6,
-                leader: vec![t("old", &gone, 1, 5)],
-                ..Report::default()
-            },
-        );
-        let s = |o: &str, h: &str, r, f| (o.to_owned(), h.to_owned(), r, f);
-        assert_eq!(
-            merged(&reports, 7),
-            vec![
-                s("v", "b", 4, 12),
-                s("w", "gone", 9, 36),
-                s("x", "a", 1, 10),
-                s("y", "a", 2, 25),
-            ]
-        );
-        assert_eq!(merge_held(&reports, 7).1, 50);
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod ids;
 mod leader;
 mod links;
 mod ltable;
+mod merge;
 mod vouch;
 pub(crate) mod wire;
 
