@@ -499,11 +499,11 @@ impl Core {
     }
 
     /// Delivers what this agent sent itself (home part to leader part), at
-    /// most [`LOCAL_BUDGET`] messages a call, as a link to itself would:
-    /// a handover's state of a million locks is some two thousand lines,
-    /// and the agent must go on reading and answering its peers between
-    /// them (the rest waits for the next call, which
-    /// [`poll_timeout`](Self::poll_timeout) asks for at once).
+    /// most [`LOCAL_BUDGET`] messages a call, as a link to itself would: a
+    /// burst (a client's close that releases thousands of locks this agent
+    /// owns, the requests sent again after an epoch change) must not keep
+    /// it from reading and answering its peers (the rest waits for the next
+    /// call, which [`poll_timeout`](Self::poll_timeout) asks for at once).
     fn drain_local(&mut self, now: Now) {
         let me = self.cluster.me.clone();
         for _ in 0..LOCAL_BUDGET {
