@@ -12,6 +12,8 @@
 #   SYSTEMS="etcd zookeeper" bench/cluster.sh          the peers alone
 #   AGENTS=1 SYSTEMS=snaplock bench/cluster.sh         one agent, with --listen
 #   AGENTS=3 INDEPENDENT=1 bench/cluster.sh failover   3 unclustered agents: tests the script only
+#   SYSTEMS="floor-direct floor-owner snaplock redis" WORKLOADS="distinct:16 distinct:64" bench/cluster.sh
+#                                  the message floor (bench/floor) against the agents and Redis
 #
 # Environment (defaults in brackets):
 #   SYSTEMS ["snaplock redis etcd zookeeper"]   WORKLOADS ["uncontended:1 distinct:16 distinct:64 contended:16"]
@@ -24,6 +26,13 @@
 #   QUIET_PCT [30]  QUIET_WAIT [120]: before each run, wait at most QUIET_WAIT s until the
 #       machine is less than QUIET_PCT % busy over a second (others may be compiling)
 #   KEEP_WORK [0]: keep the temporary directory (logs, data) and print its path
+#
+# floor-direct and floor-owner are not lock services: three processes of
+# bench/floor that exchange only the messages of a grant agreed by two of
+# three (floor-direct: every client at its name's owner; floor-owner:
+# snaplock's messages, docs/cluster.md "Granting"), with no state, time or
+# check. What they reach is what processes, sockets and wakeups alone allow
+# on this machine (bench/RESULTS.md "The floor").
 #
 # Each round starts every system afresh, runs its workloads once and stops
 # it, so the systems take turns and drift of the machine hits all of them
@@ -94,7 +103,7 @@ needs() { # needs SYSTEM: fails early when its programs are missing
     redis) command -v redis-server >/dev/null && command -v redis-cli >/dev/null ;;
     etcd) command -v etcd >/dev/null && command -v etcdctl >/dev/null && [ -f "$peers/lockbench.py" ] ;;
     zookeeper) command -v java >/dev/null && [ -f /usr/share/java/zookeeper.jar ] && [ -f "$peers/lockbench.py" ] ;;
-    snaplock) true ;;
+    snaplock | floor-direct | floor-owner) true ;;
     *) false ;;
     esac || die "$1: missing programs (bench/cluster.sh install, or see bench/RESULTS.md)"
 }
@@ -113,7 +122,11 @@ case "$MODE: $SYSTEMS " in failover:* | all:* | *" snaplock "*)
     fi
     [ -x "$SNAPLOCKD" ] || die "SNAPLOCKD=$SNAPLOCKD is not an executable" ;;
 esac
-case " $SYSTEMS " in *" snaplock "* | *" redis "*)
+case " $SYSTEMS " in *" floor-"*)
+    CARGO_TARGET_DIR=$top/target/floor cargo build --release --quiet --locked --manifest-path bench/floor/Cargo.toml
+    FLOOR=$top/target/floor/release/snaplock-floor ;;
+esac
+case " $SYSTEMS " in *" snaplock "* | *" redis "* | *" floor-"*)
     # lockgen with several sockets: a patched copy, the shared tree untouched
     lg=$top/target/lockgen-multi
     rm -rf "$lg/src-copy"; mkdir -p "$lg/src-copy"
@@ -198,6 +211,22 @@ agent_logs() {
         kill -0 "${SNAP_PIDS[$((i - 1))]}" 2>/dev/null || log "snaplockd a$i exited"
         tail -n 5 "$work/snaplock/a$i.log" >&2 2>/dev/null || true
     done
+}
+
+FLOOR_SOCKS=
+start_floor() { # start_floor direct|owner: 3 processes, ports PORT_BASE+501..
+    local i ports="" dir=$work/floor
+    rm -rf "$dir"; mkdir -p "$dir"
+    FLOOR_SOCKS=""
+    for i in 1 2 3; do
+        check_ports $((PORT_BASE + 500 + i))
+        ports+="${ports:+,}$((PORT_BASE + 500 + i))"
+        FLOOR_SOCKS+="${FLOOR_SOCKS:+,}$dir/f$i.sock"
+    done
+    for i in 1 2 3; do
+        start_bg "$dir/f$i.log" "$FLOOR" "$1" $((i - 1)) "$dir/f$i.sock" "$ports"
+    done
+    for i in 1 2 3; do wait_for "floor f$i socket" 10 test -S "$dir/f$i.sock" || return 1; done
 }
 
 REDIS_PORT=$((PORT_BASE + 400))
@@ -302,6 +331,14 @@ run_system() { # run_system SYSTEM ROUND
         warm timeout 60 "$LOCKGEN" --backend line --socket "$socks" --workload distinct --clients 4 --duration 2
         for spec in $WORKLOADS; do
             lockgen_run "$label" "$round" "${spec%%:*}" "${spec##*:}" --backend line --socket "$socks"
+        done ;;
+    floor-direct | floor-owner)
+        start_floor "${sys#floor-}" || { stop_all; return 1; }
+        warm timeout 60 "$LOCKGEN" --backend line --socket "$FLOOR_SOCKS" --workload distinct --clients 4 --duration 2
+        for spec in $WORKLOADS; do
+            # it excludes nothing: one name would only show overlaps
+            [ "${spec%%:*}" != contended ] || continue
+            lockgen_run "$sys-3" "$round" "${spec%%:*}" "${spec##*:}" --backend line --socket "$FLOOR_SOCKS"
         done ;;
     redis)
         start_redis || { stop_all; return 1; }

@@ -1,0 +1,299 @@
+//! The floor of what a grant agreed by a majority of three leaders costs
+//! on one machine: three processes that speak just enough of the client
+//! protocol for lockgen, and nothing else.
+//!
+//!     snaplock-floor direct|owner INDEX SOCKET PORT0,PORT1,PORT2
+//!
+//! Process INDEX serves clients on SOCKET. No ticket table, no timers, no
+//! epochs, no checks: what it measures is what processes, sockets and
+//! wakeups alone cost. Lines are read and replies written as the agent
+//! does: every readable socket drained, every buffer written once at the
+//! end of an iteration.
+//!
+//! - `direct`: every process owns every name its clients ask for (the
+//!   best case of any design: no client ever reaches another agent than
+//!   its name's owner). For a `LOCK` it sends one line to a follower (the
+//!   next process) and answers `LOCKED` when the vote comes back: the
+//!   fewest messages any grant agreed by a majority of three can take.
+//!   `UNLOCK` is answered at once and the release sent to the follower,
+//!   which does not answer. No implementation of the protocol can beat it.
+//! - `owner`: the messages of snaplock's grant (docs/cluster.md
+//!   "Granting") and nothing else. A name's owner is one of the three by a
+//!   hash; a home that is not the owner sends it the request, the owner
+//!   asks the home for its vote, and tells it the grant; the release goes
+//!   to the owner, which tells its follower to drop the vote.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use mio::{Events, Interest, Poll, Token};
+
+const CLIENTS: Token = Token(0);
+const PEERS: Token = Token(1);
+const OUT: Token = Token(2);
+const FIRST_IN: usize = 16;
+const FIRST_CLIENT: usize = 1 << 20;
+const MAX_LINE: usize = 4096;
+
+struct Conn<S> {
+    s: S,
+    inb: Vec<u8>,
+    out: Vec<u8>,
+    dirty: bool,
+}
+
+impl<S: Read + Write> Conn<S> {
+    fn new(s: S) -> Self {
+        Conn { s, inb: Vec::with_capacity(4096), out: Vec::with_capacity(4096), dirty: false }
+    }
+    /// Reads what there is; false when the other side closed or failed.
+    fn fill(&mut self) -> bool {
+        let mut buf = [0u8; 16384];
+        loop {
+            match self.s.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => self.inb.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+    fn flush(&mut self) -> bool {
+        let mut off = 0;
+        while off < self.out.len() {
+            match self.s.write(&self.out[off..]) {
+                Ok(n) => off += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        self.out.drain(..off);
+        self.dirty = !self.out.is_empty();
+        true
+    }
+}
+
+/// The value of `name=` in a `;`-separated parameter list.
+fn param<'a>(line: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let sp = line.iter().position(|&b| b == b' ')?;
+    line[sp + 1..].split(|&b| b == b';').find_map(|kv| {
+        let eq = kv.iter().position(|&b| b == b'=')?;
+        (&kv[..eq] == name).then(|| &kv[eq + 1..])
+    })
+}
+
+fn lines(buf: &mut Vec<u8>, mut each: impl FnMut(&[u8])) {
+    let mut start = 0;
+    while let Some(nl) = buf[start..].iter().position(|&b| b == b'\n') {
+        let line = &buf[start..start + nl];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        each(line);
+        start += nl + 1;
+    }
+    buf.drain(..start);
+}
+
+/// The owner of a name: one of `n` by FNV-1a.
+fn owner_of(name: &[u8], n: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    (h % n as u64) as usize
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 5 || !matches!(args[1].as_str(), "direct" | "owner") {
+        eprintln!("usage: snaplock-floor direct|owner INDEX SOCKET PORT0,PORT1,PORT2");
+        std::process::exit(2);
+    }
+    let by_owner = args[1] == "owner";
+    let me: usize = args[2].parse().expect("INDEX");
+    let ports: Vec<u16> = args[4].split(',').map(|p| p.parse().expect("PORT")).collect();
+    let n = ports.len();
+    let addr = |i: usize| SocketAddr::from(([127, 0, 0, 1], ports[i]));
+    let _ = std::fs::remove_file(&args[3]);
+
+    let mut poll = Poll::new().expect("poll");
+    let mut clients_l = UnixListener::bind(&args[3]).expect("bind socket");
+    let mut peers_l = TcpListener::bind(addr(me)).expect("bind port");
+    poll.registry().register(&mut clients_l, CLIENTS, Interest::READABLE).unwrap();
+    poll.registry().register(&mut peers_l, PEERS, Interest::READABLE).unwrap();
+
+    // A link to every other process for what this one sends (answers come
+    // on the other's link): dialled until it answers (bounded).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut links: Vec<Option<Conn<TcpStream>>> = Vec::new();
+    for j in 0..n {
+        if j == me {
+            links.push(None);
+            continue;
+        }
+        let s = loop {
+            match std::net::TcpStream::connect(addr(j)) {
+                Ok(s) => break s,
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => panic!("link to {j}: {e}"),
+            }
+        };
+        s.set_nodelay(true).unwrap();
+        s.set_nonblocking(true).unwrap();
+        let mut c = Conn::new(TcpStream::from_std(s));
+        poll.registry().register(&mut c.s, Token(OUT.0 + 1 + j), Interest::READABLE).unwrap();
+        links.push(Some(c));
+    }
+    let follower = (me + 1) % n;
+
+    let mut inbound: HashMap<usize, Conn<TcpStream>> = HashMap::new();
+    let mut clients: HashMap<usize, Conn<UnixStream>> = HashMap::new();
+    // request number -> (client, object, tag, owner): this home's requests
+    let mut reqs: HashMap<u64, (usize, Vec<u8>, Vec<u8>, usize)> = HashMap::new();
+    let (mut next_in, mut next_client, mut next_req, mut fence) = (FIRST_IN, FIRST_CLIENT, 1u64, 0u64);
+    let mut dirty_clients: Vec<usize> = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    let mut inb: Vec<u8> = Vec::new();
+
+    // Appends `X HOME REQ OWNER` to the link to `to`.
+    fn say(links: &mut [Option<Conn<TcpStream>>], to: usize, x: u8, home: usize, req: u64, owner: usize) {
+        let c = links[to].as_mut().expect("a link to another process");
+        c.out.push(x);
+        c.out.extend_from_slice(format!(" {home} {req} {owner}\n").as_bytes());
+    }
+
+    loop {
+        // a socket that took only part of its buffer is written again at once
+        let again = links.iter().flatten().any(|c| c.dirty) || !dirty_clients.is_empty();
+        poll.poll(&mut events, again.then_some(Duration::ZERO)).expect("poll");
+        for ev in events.iter() {
+            match ev.token() {
+                CLIENTS => {
+                    while let Ok((mut s, _)) = clients_l.accept() {
+                        poll.registry().register(&mut s, Token(next_client), Interest::READABLE).unwrap();
+                        clients.insert(next_client, Conn::new(s));
+                        next_client += 1;
+                    }
+                }
+                PEERS => {
+                    while let Ok((mut s, _)) = peers_l.accept() {
+                        s.set_nodelay(true).unwrap();
+                        poll.registry().register(&mut s, Token(next_in), Interest::READABLE).unwrap();
+                        inbound.insert(next_in, Conn::new(s));
+                        next_in += 1;
+                    }
+                }
+                Token(t) if t < FIRST_IN => {
+                    assert!(links[t - OUT.0 - 1].as_mut().unwrap().fill(), "link closed");
+                }
+                Token(t) if t < FIRST_CLIENT => {
+                    // another process's messages
+                    let Some(conn) = inbound.get_mut(&t) else { continue };
+                    let open = conn.fill();
+                    std::mem::swap(&mut inb, &mut conn.inb);
+                    if !open {
+                        let mut c = inbound.remove(&t).unwrap();
+                        let _ = poll.registry().deregister(&mut c.s);
+                    }
+                    lines(&mut inb, |l| {
+                        let f: Vec<&str> = std::str::from_utf8(l).unwrap().split(' ').collect();
+                        let (x, home, req, owner): (&str, usize, u64, usize) =
+                            (f[0], f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap());
+                        let mut grant = |req: u64| {
+                            let Some((c, object, tag, _)) = reqs.get(&req) else { return };
+                            if let Some(conn) = clients.get_mut(c) {
+                                fence += 1;
+                                conn.out.extend_from_slice(b"LOCKED fence=");
+                                conn.out.extend_from_slice(fence.to_string().as_bytes());
+                                conn.out.extend_from_slice(b";object_name=");
+                                conn.out.extend_from_slice(object);
+                                conn.out.extend_from_slice(b";tag=");
+                                conn.out.extend_from_slice(tag);
+                                conn.out.push(b'\n');
+                                if !conn.dirty {
+                                    conn.dirty = true;
+                                    dirty_clients.push(*c);
+                                }
+                            }
+                        };
+                        match x {
+                            // owner: a home's request; it asks the home's vote
+                            "L" => say(&mut links, home, b'A', home, req, owner),
+                            // follower (the home, or the owner's next): its vote
+                            "A" => say(&mut links, owner, b'V', home, req, owner),
+                            // owner: the majority is there
+                            "V" if home == me => grant(req),
+                            "V" => say(&mut links, home, b'G', home, req, owner),
+                            // home: granted
+                            "G" => grant(req),
+                            // owner: released; the follower (the home) drops its vote
+                            "U" => say(&mut links, home, b'D', home, req, owner),
+                            _ => {}
+                        }
+                    });
+                    if open {
+                        std::mem::swap(&mut inb, &mut inbound.get_mut(&t).unwrap().inb);
+                    }
+                    inb.clear();
+                }
+                Token(c) => {
+                    let Some(conn) = clients.get_mut(&c) else { continue };
+                    let open = conn.fill() && conn.inb.len() <= MAX_LINE * 64;
+                    let (inb, out) = (&mut conn.inb, &mut conn.out);
+                    lines(inb, |l| {
+                        let object = param(l, b"object_name").unwrap_or_default().to_vec();
+                        let tag = param(l, b"tag").unwrap_or_default().to_vec();
+                        let owner = if by_owner { owner_of(&object, n) } else { me };
+                        if l.starts_with(b"LOCK ") {
+                            let req = next_req;
+                            next_req += 1;
+                            if owner == me {
+                                say(&mut links, follower, b'A', me, req, me);
+                            } else {
+                                say(&mut links, owner, b'L', me, req, owner);
+                            }
+                            reqs.insert(req, (c, object, tag, owner));
+                        } else if l.starts_with(b"UNLOCK ") {
+                            let req = reqs
+                                .iter()
+                                .find(|(_, v)| v.0 == c && v.1 == object)
+                                .map(|(r, _)| *r);
+                            if let Some(req) = req {
+                                reqs.remove(&req);
+                                if owner == me {
+                                    say(&mut links, follower, b'D', me, req, me);
+                                } else {
+                                    say(&mut links, owner, b'U', me, req, owner);
+                                }
+                            }
+                            out.extend_from_slice(b"UNLOCKED object_name=");
+                            out.extend_from_slice(&object);
+                            out.extend_from_slice(b";tag=");
+                            out.extend_from_slice(&tag);
+                            out.push(b'\n');
+                        }
+                    });
+                    if !out.is_empty() && !conn.dirty {
+                        conn.dirty = true;
+                        dirty_clients.push(c);
+                    }
+                    if !open {
+                        let mut c2 = clients.remove(&c).unwrap();
+                        let _ = poll.registry().deregister(&mut c2.s);
+                    }
+                }
+            }
+        }
+        // one write per socket with something to say, as the agent does
+        for c in links.iter_mut().flatten() {
+            if !c.out.is_empty() {
+                assert!(c.flush(), "link failed");
+            }
+        }
+        dirty_clients.retain(|c| clients.get_mut(c).is_some_and(|c| c.flush() && c.dirty));
+    }
+}
