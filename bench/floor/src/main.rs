@@ -23,6 +23,10 @@
 //!   asks the home for its vote, and tells it the grant; the release goes
 //!   to the owner, which tells its follower to drop the vote.
 
+// A bench tool outside the agent: it reads the clock itself (a bounded
+// wait for its links).
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
@@ -47,7 +51,12 @@ struct Conn<S> {
 
 impl<S: Read + Write> Conn<S> {
     fn new(s: S) -> Self {
-        Conn { s, inb: Vec::with_capacity(4096), out: Vec::with_capacity(4096), dirty: false }
+        Conn {
+            s,
+            inb: Vec::with_capacity(4096),
+            out: Vec::with_capacity(4096),
+            dirty: false,
+        }
     }
     /// Reads what there is; false when the other side closed or failed.
     fn fill(&mut self) -> bool {
@@ -115,7 +124,10 @@ fn main() {
     }
     let by_owner = args[1] == "owner";
     let me: usize = args[2].parse().expect("INDEX");
-    let ports: Vec<u16> = args[4].split(',').map(|p| p.parse().expect("PORT")).collect();
+    let ports: Vec<u16> = args[4]
+        .split(',')
+        .map(|p| p.parse().expect("PORT"))
+        .collect();
     let n = ports.len();
     let addr = |i: usize| SocketAddr::from(([127, 0, 0, 1], ports[i]));
     let _ = std::fs::remove_file(&args[3]);
@@ -123,8 +135,12 @@ fn main() {
     let mut poll = Poll::new().expect("poll");
     let mut clients_l = UnixListener::bind(&args[3]).expect("bind socket");
     let mut peers_l = TcpListener::bind(addr(me)).expect("bind port");
-    poll.registry().register(&mut clients_l, CLIENTS, Interest::READABLE).unwrap();
-    poll.registry().register(&mut peers_l, PEERS, Interest::READABLE).unwrap();
+    poll.registry()
+        .register(&mut clients_l, CLIENTS, Interest::READABLE)
+        .unwrap();
+    poll.registry()
+        .register(&mut peers_l, PEERS, Interest::READABLE)
+        .unwrap();
 
     // A link to every other process for what this one sends (answers come
     // on the other's link): dialled until it answers (bounded).
@@ -138,14 +154,18 @@ fn main() {
         let s = loop {
             match std::net::TcpStream::connect(addr(j)) {
                 Ok(s) => break s,
-                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
                 Err(e) => panic!("link to {j}: {e}"),
             }
         };
         s.set_nodelay(true).unwrap();
         s.set_nonblocking(true).unwrap();
         let mut c = Conn::new(TcpStream::from_std(s));
-        poll.registry().register(&mut c.s, Token(OUT.0 + 1 + j), Interest::READABLE).unwrap();
+        poll.registry()
+            .register(&mut c.s, Token(OUT.0 + 1 + j), Interest::READABLE)
+            .unwrap();
         links.push(Some(c));
     }
     let follower = (me + 1) % n;
@@ -154,27 +174,39 @@ fn main() {
     let mut clients: HashMap<usize, Conn<UnixStream>> = HashMap::new();
     // request number -> (client, object, tag, owner): this home's requests
     let mut reqs: HashMap<u64, (usize, Vec<u8>, Vec<u8>, usize)> = HashMap::new();
-    let (mut next_in, mut next_client, mut next_req, mut fence) = (FIRST_IN, FIRST_CLIENT, 1u64, 0u64);
+    let (mut next_in, mut next_client, mut next_req, mut fence) =
+        (FIRST_IN, FIRST_CLIENT, 1u64, 0u64);
     let mut dirty_clients: Vec<usize> = Vec::new();
     let mut events = Events::with_capacity(1024);
     let mut inb: Vec<u8> = Vec::new();
 
     // Appends `X HOME REQ OWNER` to the link to `to`.
-    fn say(links: &mut [Option<Conn<TcpStream>>], to: usize, x: u8, home: usize, req: u64, owner: usize) {
+    fn say(
+        links: &mut [Option<Conn<TcpStream>>],
+        to: usize,
+        x: u8,
+        home: usize,
+        req: u64,
+        owner: usize,
+    ) {
         let c = links[to].as_mut().expect("a link to another process");
         c.out.push(x);
-        c.out.extend_from_slice(format!(" {home} {req} {owner}\n").as_bytes());
+        c.out
+            .extend_from_slice(format!(" {home} {req} {owner}\n").as_bytes());
     }
 
     loop {
         // a socket that took only part of its buffer is written again at once
         let again = links.iter().flatten().any(|c| c.dirty) || !dirty_clients.is_empty();
-        poll.poll(&mut events, again.then_some(Duration::ZERO)).expect("poll");
+        poll.poll(&mut events, again.then_some(Duration::ZERO))
+            .expect("poll");
         for ev in events.iter() {
             match ev.token() {
                 CLIENTS => {
                     while let Ok((mut s, _)) = clients_l.accept() {
-                        poll.registry().register(&mut s, Token(next_client), Interest::READABLE).unwrap();
+                        poll.registry()
+                            .register(&mut s, Token(next_client), Interest::READABLE)
+                            .unwrap();
                         clients.insert(next_client, Conn::new(s));
                         next_client += 1;
                     }
@@ -182,7 +214,9 @@ fn main() {
                 PEERS => {
                     while let Ok((mut s, _)) = peers_l.accept() {
                         s.set_nodelay(true).unwrap();
-                        poll.registry().register(&mut s, Token(next_in), Interest::READABLE).unwrap();
+                        poll.registry()
+                            .register(&mut s, Token(next_in), Interest::READABLE)
+                            .unwrap();
                         inbound.insert(next_in, Conn::new(s));
                         next_in += 1;
                     }
@@ -192,7 +226,9 @@ fn main() {
                 }
                 Token(t) if t < FIRST_CLIENT => {
                     // another process's messages
-                    let Some(conn) = inbound.get_mut(&t) else { continue };
+                    let Some(conn) = inbound.get_mut(&t) else {
+                        continue;
+                    };
                     let open = conn.fill();
                     std::mem::swap(&mut inb, &mut conn.inb);
                     if !open {
@@ -201,10 +237,16 @@ fn main() {
                     }
                     lines(&mut inb, |l| {
                         let f: Vec<&str> = std::str::from_utf8(l).unwrap().split(' ').collect();
-                        let (x, home, req, owner): (&str, usize, u64, usize) =
-                            (f[0], f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap());
+                        let (x, home, req, owner): (&str, usize, u64, usize) = (
+                            f[0],
+                            f[1].parse().unwrap(),
+                            f[2].parse().unwrap(),
+                            f[3].parse().unwrap(),
+                        );
                         let mut grant = |req: u64| {
-                            let Some((c, object, tag, _)) = reqs.get(&req) else { return };
+                            let Some((c, object, tag, _)) = reqs.get(&req) else {
+                                return;
+                            };
                             if let Some(conn) = clients.get_mut(c) {
                                 fence += 1;
                                 conn.out.extend_from_slice(b"LOCKED fence=");
@@ -241,7 +283,9 @@ fn main() {
                     inb.clear();
                 }
                 Token(c) => {
-                    let Some(conn) = clients.get_mut(&c) else { continue };
+                    let Some(conn) = clients.get_mut(&c) else {
+                        continue;
+                    };
                     let open = conn.fill() && conn.inb.len() <= MAX_LINE * 64;
                     let (inb, out) = (&mut conn.inb, &mut conn.out);
                     lines(inb, |l| {
