@@ -12,7 +12,7 @@
 # client of that agent. One JSON line per N goes to OUT and to stdout.
 #
 # Environment: PORT_BASE [15200]  OUT [bench/results/handover-<UTC time>.jsonl]
-#   AGENT_ARGS (extra snaplockd options, e.g. "--log-level info")
+#   AGENT_LOG [warn] (the agents' --log-level)  AGENT_ARGS (other snaplockd options)
 # Everything listens on 127.0.0.1 only and lives in a temporary
 # directory; every process is stopped by its pid on exit; every wait is
 # bounded.
@@ -51,7 +51,7 @@ trial() {
     for i in 1 2 3; do
         # shellcheck disable=SC2086
         "$bin/snaplockd" --socket "$dir/a$i.sock" -n "a$i" --listen "127.0.0.1:$((PORT_BASE + i))" \
-            --neighbors "$nb" --secret-file "$dir/secret" --log-level warn ${AGENT_ARGS:-} 2> "$dir/a$i.log" &
+            --neighbors "$nb" --secret-file "$dir/secret" --log-level "${AGENT_LOG:-warn}" ${AGENT_ARGS:-} 2> "$dir/a$i.log" &
         PIDS+=($!)
     done
     python3 bench/cluster_tool.py ready --timeout 60 "$dir"/a{1,2,3}.sock > /dev/null
