@@ -162,6 +162,7 @@ impl Core {
             return Ok(());
         }
         let grace = self.cluster.cfg.grace;
+        self.regranted(object);
         if !self.in_contact(now)
             || self
                 .object_vouched_from(object)

@@ -147,7 +147,7 @@ pub(crate) struct Cluster {
     pub lapsed_owners: u8,
     /// Home: the locks held when this agent moved to this epoch, with what
     /// their former owner vouched for and who it was (`vouch.rs`).
-    pub carried: BTreeMap<ObjectName, (Time, Option<Id>)>,
+    pub carried: vouch::Carried,
     /// Largest fence this agent knows of.
     pub fence_floor: u64,
     pub next_tick: Time,
@@ -208,7 +208,7 @@ impl Cluster {
             last_ok: None,
             was_in_contact: false,
             lapsed_owners: 0,
-            carried: BTreeMap::new(),
+            carried: vouch::Carried::default(),
             fence_floor: 0,
             next_tick: now.mono,
             ping_serial: 0,

@@ -11,6 +11,40 @@ use crate::core::replies;
 use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
 
+/// Home: the locks held when this agent moved to the current epoch, each
+/// with what its former owner vouched for (the send time of the latest
+/// ping it answered, or the majority's, whichever is earlier) and who that
+/// was. An entry of an object that no longer holds anything means nothing
+/// and is dropped on the next walk, or when the object is granted again.
+#[derive(Debug, Default)]
+pub(crate) struct Carried {
+    pub locks: BTreeMap<ObjectName, (Time, Option<Id>)>,
+    /// No entry's time is earlier: nothing carried lapses before it +
+    /// `grace` (kept when entries go, so it may be earlier than all).
+    earliest: Option<Time>,
+    /// The leaders (bit i = leader i) whose answers were weighed against
+    /// the entries already: only the first answer a leader gives after the
+    /// move can settle one (a later answer is sent later), so a million
+    /// carried locks are walked once per leader, not every tick.
+    weighed: u8,
+}
+
+impl Carried {
+    fn new(locks: BTreeMap<ObjectName, (Time, Option<Id>)>) -> Carried {
+        let earliest = locks.values().map(|(at, _)| *at).min();
+        Carried {
+            locks,
+            earliest,
+            weighed: 0,
+        }
+    }
+
+    /// Whether some entry may have lapsed by `now`.
+    fn may_have_lapsed(&self, now: Time, grace: std::time::Duration) -> bool {
+        self.earliest.is_some_and(|e| now >= e + grace)
+    }
+}
+
 impl Core {
     /// Whether a client of this agent holds `object`.
     fn holds(&self, object: &[u8]) -> bool {
@@ -46,7 +80,7 @@ impl Core {
     pub(crate) fn object_vouched_from(&self, object: &[u8]) -> Option<Time> {
         let c = &self.cluster;
         let majority = c.last_ok?;
-        if let Some((at, _)) = c.carried.get(object) {
+        if let Some((at, _)) = c.carried.locks.get(object) {
             return Some(majority.min(*at));
         }
         let Some(i) = c.owner_index(object) else {
@@ -81,9 +115,10 @@ impl Core {
     /// (for `stretch(peer_timeout)` after a quorum moved on) and drop this
     /// agent's tickets there once it has not heard it for `release_delay`.
     pub(crate) fn carry_over(&mut self) {
-        let mut carried = BTreeMap::new();
-        for name in self.table.objects.keys() {
-            if !self.holds(name) {
+        // In key order, so the map is built in one pass.
+        let mut carried = Vec::new();
+        for (name, o) in &self.table.objects {
+            if !o.tickets.iter().any(|t| t.state.is_held()) {
                 continue;
             }
             let Some(at) = self.object_vouched_from(name) else {
@@ -93,9 +128,17 @@ impl Core {
                 .cluster
                 .owner_index(name)
                 .map(|i| self.cluster.leaders[i].clone());
-            carried.insert(name.clone(), (at, owner));
+            carried.push((name.clone(), (at, owner)));
         }
-        self.cluster.carried = carried;
+        self.cluster.carried = Carried::new(carried.into_iter().collect());
+    }
+
+    /// `object` is granted again to a client of this agent: if it held
+    /// nothing, what was carried for it is gone with what it held.
+    pub(crate) fn regranted(&mut self, object: &[u8]) {
+        if !self.cluster.carried.locks.is_empty() && !self.holds(object) {
+            self.cluster.carried.locks.remove(object);
+        }
     }
 
     /// A carried lock follows its new owner once that owner answered: at
@@ -107,29 +150,35 @@ impl Core {
         let cfg = &self.cluster.cfg;
         let window = (cfg.stretch(cfg.grace) + cfg.ping_interval)
             .saturating_sub(cfg.stretch(cfg.stretch(cfg.peer_timeout)));
-        // Until a new owner answers, nothing can settle: a million locks
-        // carried over are not walked every tick for nothing.
+        // Until a new owner answers, nothing can settle; and only its
+        // first answer can: a million locks carried over are not walked
+        // every tick for nothing.
         let answers: Vec<Option<Time>> = (self.cluster.leaders.iter())
             .map(|l| self.answered_by(l, now.mono))
             .collect();
-        if self.cluster.carried.is_empty() || answers.iter().all(Option::is_none) {
+        let fresh = (answers.iter().enumerate().take(8))
+            .filter(|(_, a)| a.is_some())
+            .fold(0u8, |m, (i, _)| m | 1 << i)
+            & !self.cluster.carried.weighed;
+        if self.cluster.carried.locks.is_empty() || fresh == 0 {
             return;
         }
-        let names: Vec<ObjectName> = self.cluster.carried.keys().cloned().collect();
-        for name in names {
-            let held = self.holds(&name);
-            let Some(i) = self.cluster.owner_index(&name).filter(|_| held) else {
-                self.cluster.carried.remove(&name);
-                continue;
+        self.cluster.carried.weighed |= fresh;
+        let mut locks = std::mem::take(&mut self.cluster.carried.locks);
+        locks.retain(|name, (at, old_owner)| {
+            let held = self.holds(name);
+            let Some(i) = self.cluster.owner_index(name).filter(|_| held) else {
+                return false;
             };
             let owner = &self.cluster.leaders[i];
-            let (at, old_owner) = &self.cluster.carried[&name];
-            if let Some(a) = answers[i] {
-                if old_owner.as_ref() == Some(owner) || a <= *at + window {
-                    self.cluster.carried.remove(&name);
+            match answers[i] {
+                Some(a) if i < 8 && fresh & (1 << i) != 0 => {
+                    old_owner.as_ref() != Some(owner) && a > *at + window
                 }
+                _ => true,
             }
-        }
+        });
+        self.cluster.carried.locks = locks;
     }
 
     /// Takes back the held locks whose owner stopped vouching for them
@@ -147,11 +196,7 @@ impl Core {
         }
         let newly = lapsed & !self.cluster.lapsed_owners;
         self.cluster.lapsed_owners = lapsed;
-        let carried_out = self
-            .cluster
-            .carried
-            .iter()
-            .any(|(_, (at, _))| now.mono >= *at + grace);
+        let carried_out = self.cluster.carried.may_have_lapsed(now.mono, grace);
         if newly == 0 && !carried_out {
             return;
         }
@@ -160,7 +205,7 @@ impl Core {
             .table
             .objects
             .iter()
-            .filter(|(n, _)| match c.carried.get(&***n) {
+            .filter(|(n, _)| match c.carried.locks.get(&***n) {
                 Some((at, _)) => now.mono >= *at + grace,
                 None => c
                     .owner_index(n)
@@ -180,12 +225,18 @@ impl Core {
             );
         }
         for (name, id) in held {
-            self.cluster.carried.remove(&name);
+            self.cluster.carried.locks.remove(&name);
             if let Some(t) = self.take_ticket(&name, id) {
                 if let Some(owner) = t.owner {
                     self.reply(owner, replies::unlocked(&name, t.tag, Some("lost")));
                 }
             }
+        }
+        if carried_out {
+            // What lapsed is revoked: what is left lapses later.
+            let c = &mut self.cluster.carried;
+            c.locks.retain(|_, (at, _)| now.mono < *at + grace);
+            c.earliest = c.locks.values().map(|(at, _)| *at).min();
         }
     }
 }
