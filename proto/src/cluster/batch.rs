@@ -28,44 +28,74 @@ pub(crate) struct RTicket {
 pub(crate) const BATCH_TICKETS: usize = 512;
 const BATCH_BYTES: usize = 256 << 10;
 
-impl RTicket {
+/// A ticket's fields as its holder keeps them, to write its record without
+/// a copy (a report of a million locks).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RRef<'a> {
+    pub object: &'a [u8],
+    pub home: &'a str,
+    pub req: u64,
+    pub key: &'a str,
+    pub fence: u64,
+    pub kind: Kind,
+}
+
+impl RRef<'_> {
     /// Appends this ticket's record (see [`Batch`]).
     fn encode(&self, held: Option<bool>, out: &mut Vec<u8>) {
-        use std::io::Write;
         let (mode, limit) = (
             match self.kind.mode {
-                Mode::Exclusive => 'x',
-                Mode::Shared => 's',
+                Mode::Exclusive => b'x',
+                Mode::Shared => b's',
             },
             self.kind.limit.unwrap_or(0),
         );
         let (policy, quiet) = match self.kind.policy {
-            Policy::Hard => ('h', 0),
-            Policy::Soft => ('s', 0),
-            Policy::Timed { quiet } => ('t', u64::try_from(quiet.as_micros()).unwrap_or(u64::MAX)),
+            Policy::Hard => (b'h', 0),
+            Policy::Soft => (b's', 0),
+            Policy::Timed { quiet } => (b't', u64::try_from(quiet.as_micros()).unwrap_or(u64::MAX)),
         };
         let held = match held {
-            None => '-',
-            Some(true) => '1',
-            Some(false) => '0',
+            None => b'-',
+            Some(true) => b'1',
+            Some(false) => b'0',
         };
-        let _ = write!(
-            out,
-            "{} {} {mode} {limit} {policy} {quiet} {held} {}:",
-            self.fence,
-            self.req,
-            self.object.len()
-        );
-        out.extend_from_slice(&self.object);
-        let _ = write!(out, "{}:", self.home.len());
-        out.extend_from_slice(self.home.as_bytes());
-        let _ = write!(out, "{}:", self.key.len());
-        out.extend_from_slice(self.key.as_bytes());
+        put_u64(out, self.fence);
+        out.push(b' ');
+        put_u64(out, self.req);
+        out.extend_from_slice(&[b' ', mode, b' ']);
+        put_u64(out, u64::from(limit));
+        out.extend_from_slice(&[b' ', policy, b' ']);
+        put_u64(out, quiet);
+        out.extend_from_slice(&[b' ', held, b' ']);
+        for field in [self.object, self.home.as_bytes(), self.key.as_bytes()] {
+            put_u64(out, field.len() as u64);
+            out.push(b':');
+            out.extend_from_slice(field);
+        }
+    }
+}
+
+impl RTicket {
+    fn as_ref(&self) -> RRef<'_> {
+        RRef {
+            object: &self.object,
+            home: &self.home,
+            req: self.req,
+            key: &self.key,
+            fence: self.fence,
+            kind: self.kind,
+        }
     }
 
     /// Reads one record from the front of `input`; `home` stands for an
-    /// empty home (a home's own report).
-    fn decode(input: &mut &[u8], home: Option<&Id>) -> Result<(RTicket, Option<bool>), Bad> {
+    /// empty home (a home's own report). `last` is the home of the record
+    /// before: most records of a batch share it, and then share its id.
+    fn decode(
+        input: &mut &[u8],
+        home: Option<&Id>,
+        last: &mut Option<Id>,
+    ) -> Result<(RTicket, Option<bool>), Bad> {
         fn word<'a>(input: &mut &'a [u8], end: u8) -> Result<&'a [u8], Bad> {
             let at = input.iter().position(|&b| b == end).ok_or(Bad("tickets"))?;
             let (w, rest) = input.split_at(at);
@@ -120,7 +150,10 @@ impl RTicket {
         let home = match (text(input)?, home) {
             ("", Some(h)) => h.clone(),
             ("", None) => return Err(Bad("home")),
-            (h, _) => Id::from(h),
+            (h, _) => match last {
+                Some(l) if **l == *h => l.clone(),
+                _ => last.insert(Id::from(h)).clone(),
+            },
         };
         let key = text(input)?.into();
         let kind = Kind {
@@ -140,6 +173,22 @@ impl RTicket {
             held,
         ))
     }
+}
+
+/// Appends `v` in decimal (a million records are written in a handover:
+/// no formatting machinery per number).
+fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Tickets on `LOCKTICKETS` lines: `part=P;epoch=E;n=K;tickets=R` where R
@@ -166,6 +215,11 @@ impl Batch {
 
     /// Adds a ticket; returns a full line when one is ready.
     pub(crate) fn push(&mut self, t: &RTicket, held: Option<bool>) -> Option<Message> {
+        self.push_ref(t.as_ref(), held)
+    }
+
+    /// [`Batch::push`] from borrowed fields.
+    pub(crate) fn push_ref(&mut self, t: RRef<'_>, held: Option<bool>) -> Option<Message> {
         t.encode(held, &mut self.records);
         self.count += 1;
         if self.count >= BATCH_TICKETS || self.records.len() >= BATCH_BYTES {
@@ -196,12 +250,13 @@ pub(crate) fn read_batch(
 ) -> Result<Vec<(RTicket, Option<bool>)>, Bad> {
     let n = u64_of(msg, "n")?;
     let mut input = bytes_of(msg, "tickets")?;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(BATCH_TICKETS));
+    let mut last = None;
     while !input.is_empty() {
         if out.len() as u64 >= n {
             return Err(Bad("n"));
         }
-        out.push(RTicket::decode(&mut input, home)?);
+        out.push(RTicket::decode(&mut input, home, &mut last)?);
     }
     if out.len() as u64 != n {
         return Err(Bad("n"));

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::batch::{BATCH_TICKETS, Batch, RTicket, read_batch};
+use super::batch::{BATCH_TICKETS, Batch, RRef, RTicket, read_batch};
 use super::config::Plant;
 use super::ltable::{LState, LTicket};
 use super::merge::merge_held;
@@ -117,8 +117,12 @@ impl Core {
         let mut lines = Vec::new();
         let mut leader_batch = Batch::new("leader", epoch);
         if let Some((_, table)) = &c.frozen {
+            // Both maps are in key order: walked together, not searched a
+            // million times.
+            let mut homes = self.table.objects.iter().peekable();
             for (name, o) in &table.objects {
-                let mine = self.table.objects.get(name);
+                while homes.next_if(|(n, _)| *n < name).is_some() {}
+                let mine = homes.next_if(|(n, _)| *n == name).map(|(_, m)| m);
                 for t in &o.tickets {
                     if let Some(fence) = t.fence() {
                         // A lock of this agent's own client that its home
@@ -137,18 +141,25 @@ impl Core {
                         if held_here {
                             continue;
                         }
-                        let r = RTicket {
-                            object: name.clone(),
-                            home: t.home.clone(),
-                            req: t.req,
-                            key: t.key.clone(),
-                            fence,
-                            kind: t.kind,
-                        };
                         if own {
-                            leader.push(r);
+                            leader.push(RTicket {
+                                object: name.clone(),
+                                home: t.home.clone(),
+                                req: t.req,
+                                key: t.key.clone(),
+                                fence,
+                                kind: t.kind,
+                            });
                         } else {
-                            lines.extend(leader_batch.push(&r, None));
+                            let r = RRef {
+                                object: name,
+                                home: &t.home,
+                                req: t.req,
+                                key: &t.key,
+                                fence,
+                                kind: t.kind,
+                            };
+                            lines.extend(leader_batch.push_ref(r, None));
                         }
                     }
                 }
@@ -164,18 +175,26 @@ impl Core {
                     State::Waiting { .. } => (0, false),
                     State::Held { fence, .. } | State::Expired { fence, .. } => (fence, true),
                 };
-                let r = RTicket {
-                    object: name.clone(),
-                    home: me.clone(),
-                    req: t.id.0,
-                    key: t.key.clone(),
-                    fence,
-                    kind: t.kind,
-                };
                 if own {
+                    let r = RTicket {
+                        object: name.clone(),
+                        home: me.clone(),
+                        req: t.id.0,
+                        key: t.key.clone(),
+                        fence,
+                        kind: t.kind,
+                    };
                     home.push((r, held));
                 } else {
-                    lines.extend(home_batch.push(&r, Some(held)));
+                    let r = RRef {
+                        object: name,
+                        home: &me,
+                        req: t.id.0,
+                        key: &t.key,
+                        fence,
+                        kind: t.kind,
+                    };
+                    lines.extend(home_batch.push_ref(r, Some(held)));
                 }
             }
         }
@@ -577,13 +596,13 @@ impl Core {
         }
         drop(by_fence);
         let mut homes: BTreeSet<Id> = BTreeSet::new();
+        let mut rows = Vec::with_capacity(tickets.len());
         for (t, number) in tickets.into_iter().zip(number) {
             if !homes.contains(&t.home) {
                 homes.insert(t.home.clone());
             }
-            let name = t.object.clone();
-            l.insert(
-                &name,
+            rows.push((
+                t.object,
                 LTicket {
                     home: t.home,
                     req: t.req,
@@ -593,8 +612,9 @@ impl Core {
                     state: LState::Inherited { fence: t.fence },
                     told: all,
                 },
-            );
+            ));
         }
+        l.insert_all(rows);
         for home in homes {
             let at = self
                 .cluster
