@@ -9,7 +9,7 @@ use super::wire::{Bad, bytes_of, u64_of};
 use crate::core::request::parse_u64;
 use crate::core::table::ObjectName;
 use crate::core::ticket::{Kind, Mode, Policy};
-use crate::wire::Message;
+use crate::wire::{Message, put_u64};
 
 /// One held (or, from a home, waiting) ticket in a report or a state.
 #[derive(Clone, Debug)]
@@ -173,22 +173,6 @@ impl RTicket {
             held,
         ))
     }
-}
-
-/// Appends `v` in decimal (a million records are written in a handover:
-/// no formatting machinery per number).
-fn put_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// Tickets on `LOCKTICKETS` lines: `part=P;epoch=E;n=K;tickets=R` where R

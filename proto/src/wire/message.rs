@@ -64,18 +64,9 @@ impl Message {
 
     /// Adds or replaces a parameter whose value is a number.
     pub fn set_u64(&mut self, name: &str, value: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut v = value;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.set_vec(name, digits[at..].to_vec());
+        let mut digits = Vec::with_capacity(20);
+        put_u64(&mut digits, value);
+        self.set_vec(name, digits);
     }
 
     /// The raw value of a parameter.
@@ -134,4 +125,20 @@ pub fn is_valid_name(name: &[u8]) -> bool {
 /// Whether `name` is a valid command: a valid name in UPPERCASE.
 pub fn is_valid_command(name: &[u8]) -> bool {
     is_valid_name(name) && !name.iter().any(u8::is_ascii_lowercase)
+}
+
+/// Appends `v` in decimal, without the formatting machinery (numbers are
+/// written by the million in a handover).
+pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
