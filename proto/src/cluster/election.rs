@@ -61,6 +61,9 @@ impl Core {
         let link = self.cluster.links.get_mut(&peer).expect("up");
         link.id = Some(id.clone());
         link.ahead = super::links::wall_ahead(now, msg);
+        if self.cluster.leaders.contains(&id) {
+            self.cluster.linked_leaders.insert(id.clone());
+        }
         self.cluster.heard.insert(id, now.mono);
         let epoch = u64_of(msg, "epoch")?;
         let leaders = Self::leaders_of(msg)?;
@@ -128,6 +131,19 @@ impl Core {
             return;
         }
         let connected = |id: &Id| *id == c.me || known.iter().any(|(_, k)| *k == id);
+        // A leader this agent has not been linked to in this epoch yet may
+        // just not have redialled (this agent was paused, or adopted the
+        // epoch from another): electing without it would make it revoke
+        // what its clients hold for nothing. Wait a `peer_timeout` for it;
+        // one whose link went down is gone at once.
+        let timeout = c.cfg.peer_timeout;
+        let woke = c.woke.is_some_and(|w| now.mono < w + timeout);
+        let unlinked = c.leaders.iter().any(|l| {
+            !connected(l) && !c.linked_leaders.contains(l) && now.mono < c.epoch_since + timeout
+        });
+        if woke || unlinked {
+            return;
+        }
         let candidates_up = known
             .iter()
             .map(|(_, id)| *id)
@@ -213,7 +229,7 @@ impl Core {
                 .join(", ")
         );
         let prev_epoch = self.cluster.epoch;
-        self.carry_over();
+        self.carry_over(now);
         let prev_leaders = std::mem::take(&mut self.cluster.leaders);
         if let Some(l) = self.cluster.leading.take() {
             if l.ready {
@@ -228,6 +244,11 @@ impl Core {
         c.view = super::view_of(&leaders);
         c.leaders = leaders;
         c.epoch_since = now.mono;
+        c.linked_leaders = (c.links.values())
+            .filter(|l| !l.closing)
+            .filter_map(|l| l.id.clone())
+            .filter(|id| c.leaders.contains(id))
+            .collect();
         c.lapsed_owners = 0;
         c.collect = None;
         c.own_report = None; // its lines are of the old epoch: ignored

@@ -97,6 +97,7 @@ impl Core {
             return Ok(());
         }
         let from = link.id.clone();
+        let addr = link.addr;
         if let Some(id) = &from {
             self.cluster.heard.insert(id.clone(), now.mono);
         }
@@ -104,6 +105,9 @@ impl Core {
         // below (a conductor must draw past every epoch fences came from).
         if let Some(epoch) = msg.get_str("epoch").and_then(|v| v.parse().ok()) {
             self.note_epoch_seen(now, epoch);
+            // Every `epoch=` a peer sends is the one it is in: one later
+            // than the locks were carried from says it left that epoch.
+            self.cluster.carried.left(addr, epoch, now.mono);
         }
         let result = match (msg.command.as_str(), from) {
             ("LOCKSTARTED", _) => self.on_started(now, peer, &msg),

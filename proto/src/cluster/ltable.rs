@@ -108,6 +108,12 @@ pub(crate) struct Leading {
     /// Whether this agent's own report is part of the state it installed
     /// (not only counted later, by news that another leader may miss).
     pub self_in_state: bool,
+    /// A late report the collector is passing on: its agent, its tickets
+    /// (held or waiting) and the lines so far.
+    pub late_in: Option<(Id, Vec<(super::batch::RTicket, bool)>, u64)>,
+    /// Late reports passed on before this leader installed the state
+    /// (the collector's own copy waits for a later call): weighed then.
+    pub late_early: Vec<(Id, Vec<(super::batch::RTicket, bool)>)>,
 }
 
 impl Leading {
@@ -125,6 +131,8 @@ impl Leading {
             state_in: None,
             state_lines: 0,
             self_in_state: false,
+            late_in: None,
+            late_early: Vec::new(),
         }
     }
 

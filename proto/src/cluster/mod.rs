@@ -153,6 +153,15 @@ pub(crate) struct Cluster {
     pub next_tick: Time,
     pub ping_serial: u64,
     pub last_election: Option<Time>,
+    /// When this agent last found it had not run for more than a
+    /// `ping_interval` (paused, or busy): it does not conduct for a
+    /// `peer_timeout` after, as its links may be coming back.
+    pub woke: Option<Time>,
+    /// The current leaders this agent had a link to since it moved to the
+    /// current epoch: one of them not connected now is gone; another one
+    /// counts as gone only a `peer_timeout` after the move (its link may
+    /// not be up yet, e.g. after this agent was paused).
+    pub linked_leaders: std::collections::BTreeSet<Id>,
     /// Messages of the current epoch that arrived before this leader was
     /// ready, replayed when it is.
     pub early: Vec<(Id, crate::wire::Message)>,
@@ -213,6 +222,8 @@ impl Cluster {
             next_tick: now.mono,
             ping_serial: 0,
             last_election: None,
+            woke: None,
+            linked_leaders: std::collections::BTreeSet::new(),
             early: Vec::new(),
             local: std::collections::VecDeque::new(),
             prev_epoch: 0,

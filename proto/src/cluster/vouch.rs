@@ -4,6 +4,7 @@
 //! for, also across epoch changes.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 use super::Id;
 use crate::core::Core;
@@ -27,6 +28,16 @@ pub(crate) struct Carried {
     /// move can settle one (a later answer is sent later), so a million
     /// carried locks are walked once per leader, not every tick.
     weighed: u8,
+    /// The epoch the locks were carried from.
+    pub from_epoch: u64,
+    /// Members known to have left that epoch, with when this agent learnt
+    /// it (itself: when it moved; another: when a message of a later epoch
+    /// from it arrived). Epochs only grow: a member that left never
+    /// answers in that epoch again.
+    left: Vec<(SocketAddr, Time)>,
+    /// The old owners (by address) for which enough members were known to
+    /// have left when the entries were last walked.
+    settled_for: Vec<SocketAddr>,
 }
 
 impl Carried {
@@ -35,13 +46,45 @@ impl Carried {
         Carried {
             locks,
             earliest,
-            weighed: 0,
+            ..Carried::default()
         }
     }
 
     /// Whether some entry may have lapsed by `now`.
     fn may_have_lapsed(&self, now: Time, grace: std::time::Duration) -> bool {
         self.earliest.is_some_and(|e| now >= e + grace)
+    }
+
+    /// `member` was found in an epoch later than the one the locks were
+    /// carried from, at `now`.
+    pub(crate) fn left(&mut self, member: SocketAddr, epoch: u64, now: Time) {
+        if epoch > self.from_epoch
+            && !self.locks.is_empty()
+            && !self.left.iter().any(|(a, _)| *a == member)
+        {
+            self.left.push((member, now));
+        }
+    }
+
+    /// The time by which `old` had left the epoch itself, or so many other
+    /// members had (`members - quorum + 1` of them) that `old` could no
+    /// longer gather a quorum's answers in it: it stops acting there at
+    /// most `stretch(peer_timeout)` later (docs/cluster.md, "Links and
+    /// liveness").
+    fn quorum_left_by(&self, old: SocketAddr, members: usize, quorum: usize) -> Option<Time> {
+        if let Some((_, t)) = self.left.iter().find(|(a, _)| *a == old) {
+            return Some(*t);
+        }
+        let need = (members + 1).checked_sub(quorum)?.max(1);
+        let mut times: Vec<Time> = (self.left.iter())
+            .filter(|(a, _)| *a != old)
+            .map(|(_, t)| *t)
+            .collect();
+        if times.len() < need {
+            return None;
+        }
+        times.sort_unstable();
+        Some(times[need - 1])
     }
 }
 
@@ -112,13 +155,22 @@ impl Core {
 
     /// On moving to a new epoch: each held lock keeps what its owner in the
     /// old epoch vouched for. That owner may still act in the old epoch
-    /// (for `stretch(peer_timeout)` after a quorum moved on) and drop this
-    /// agent's tickets there once it has not heard it for `release_delay`.
-    pub(crate) fn carry_over(&mut self) {
+    /// (for `stretch(peer_timeout)` after so many members moved on that it
+    /// cannot gather a quorum there) and drop this agent's tickets there
+    /// once it has not heard it for `release_delay`. A lock still carried
+    /// from an earlier epoch keeps its earlier owner and time: that owner
+    /// is the one that may still act.
+    pub(crate) fn carry_over(&mut self, now: Now) {
         // In key order, so the map is built in one pass.
         let mut carried = Vec::new();
+        let before = std::mem::take(&mut self.cluster.carried.locks);
         for (name, o) in &self.table.objects {
             if !o.tickets.iter().any(|t| t.state.is_held()) {
+                continue;
+            }
+            if let Some(entry) = before.get(name) {
+                let at = self.cluster.last_ok.map_or(entry.0, |m| m.min(entry.0));
+                carried.push((name.clone(), (at, entry.1.clone())));
                 continue;
             }
             let Some(at) = self.object_vouched_from(name) else {
@@ -130,7 +182,12 @@ impl Core {
                 .map(|i| self.cluster.leaders[i].clone());
             carried.push((name.clone(), (at, owner)));
         }
-        self.cluster.carried = Carried::new(carried.into_iter().collect());
+        let mut carried = Carried::new(carried.into_iter().collect());
+        carried.from_epoch = self.cluster.epoch;
+        if let Some(me) = self.cluster.addr {
+            carried.left(me, u64::MAX, now.mono);
+        }
+        self.cluster.carried = carried;
     }
 
     /// `object` is granted again to a client of this agent: if it held
@@ -143,16 +200,15 @@ impl Core {
 
     /// A carried lock follows its new owner once that owner answered: at
     /// once when it is the same agent (it left the old epoch before it
-    /// answered in this one), else only when it answered before the old
-    /// owner could have dropped the lock while still acting in the old
-    /// epoch; otherwise the lock ends with what the old owner vouched for.
+    /// answered in this one); else only once so many members are known to
+    /// have left the old epoch that its old owner stopped acting there
+    /// before it could drop the lock (`settle_window`); otherwise the lock
+    /// ends with what the old owner vouched for.
     fn settle_carried(&mut self, now: Now) {
-        let cfg = &self.cluster.cfg;
-        let window = (cfg.stretch(cfg.grace) + cfg.ping_interval)
-            .saturating_sub(cfg.stretch(cfg.stretch(cfg.peer_timeout)));
-        // Until a new owner answers, nothing can settle; and only its
-        // first answer can: a million locks carried over are not walked
-        // every tick for nothing.
+        let window = self.settle_window();
+        // Until a new owner answers, or enough members are known to have
+        // left, nothing can settle; and only once for each: a million
+        // locks carried over are not walked every tick for nothing.
         let answers: Vec<Option<Time>> = (self.cluster.leaders.iter())
             .map(|l| self.answered_by(l, now.mono))
             .collect();
@@ -160,25 +216,83 @@ impl Core {
             .filter(|(_, a)| a.is_some())
             .fold(0u8, |m, (i, _)| m | 1 << i)
             & !self.cluster.carried.weighed;
-        if self.cluster.carried.locks.is_empty() || fresh == 0 {
+        if self.cluster.carried.locks.is_empty() {
+            return;
+        }
+        let c = &self.cluster;
+        let (members, quorum) = (c.members.len(), c.quorum);
+        let mut olds: Vec<SocketAddr> = Vec::new();
+        for (_, old) in c.carried.locks.values() {
+            let addr = old
+                .as_deref()
+                .and_then(super::ids::parse_id)
+                .and_then(|p| p.addr);
+            if let Some(a) = addr {
+                if !olds.contains(&a) {
+                    olds.push(a);
+                }
+            }
+            if olds.len() >= 3 {
+                break; // at most the leaders of one epoch (in practice)
+            }
+        }
+        let newly_left = olds.iter().any(|a| {
+            !c.carried.settled_for.contains(a)
+                && c.carried.quorum_left_by(*a, members, quorum).is_some()
+        });
+        if fresh == 0 && !newly_left {
             return;
         }
         self.cluster.carried.weighed |= fresh;
-        let mut locks = std::mem::take(&mut self.cluster.carried.locks);
-        locks.retain(|name, (at, old_owner)| {
+        let mut left_by: Vec<(SocketAddr, Option<Time>)> = Vec::with_capacity(olds.len());
+        for a in olds {
+            let c = &mut self.cluster.carried;
+            let by = c.quorum_left_by(a, members, quorum);
+            if by.is_some() && !c.settled_for.contains(&a) {
+                c.settled_for.push(a);
+            }
+            left_by.push((a, by));
+        }
+        let mut carried = std::mem::take(&mut self.cluster.carried);
+        carried.locks.retain(|name, (at, old_owner)| {
             let held = self.holds(name);
             let Some(i) = self.cluster.owner_index(name).filter(|_| held) else {
                 return false;
             };
-            let owner = &self.cluster.leaders[i];
-            match answers[i] {
-                Some(a) if i < 8 && fresh & (1 << i) != 0 => {
-                    old_owner.as_ref() != Some(owner) && a > *at + window
-                }
-                _ => true,
+            if answers[i].is_none() {
+                return true;
             }
+            let owner = &self.cluster.leaders[i];
+            if old_owner.as_ref() == Some(owner) {
+                return false;
+            }
+            let old_addr = (old_owner.as_deref())
+                .and_then(super::ids::parse_id)
+                .and_then(|p| p.addr);
+            let by = (left_by.iter())
+                .find(|(a, _)| Some(*a) == old_addr)
+                .and_then(|(_, by)| *by);
+            // Kept (to end with the old owner's vouch) unless the old owner
+            // stopped acting before it could drop the lock.
+            by.is_none_or(|t| t > *at + window)
         });
-        self.cluster.carried.locks = locks;
+        self.cluster.carried = carried;
+    }
+
+    /// How long after the old owner last vouched for a carried lock enough
+    /// members must be known to have left its epoch for the lock to follow
+    /// its new owner. The old owner drops the lock no earlier than
+    /// `release_delay` after it last heard this agent, which is after the
+    /// ping it answered was sent: by this agent's clock at least `grace +
+    /// ping_interval (1-ρ)/(1+ρ)` after the vouch. It acts at most
+    /// `stretch(peer_timeout)` after the members left.
+    pub(crate) fn settle_window(&self) -> std::time::Duration {
+        let cfg = &self.cluster.cfg;
+        let rho = u128::from(cfg.drift_ppm);
+        let million = 1_000_000u128;
+        let shrunk = cfg.ping_interval.as_micros() * (million - rho) / (million + rho);
+        let shrunk = std::time::Duration::from_micros(u64::try_from(shrunk).unwrap_or(0));
+        (cfg.grace + shrunk).saturating_sub(cfg.stretch(cfg.peer_timeout))
     }
 
     /// Takes back the held locks whose owner stopped vouching for them

@@ -411,6 +411,12 @@ impl Core {
             return Err(InputError::TimeWentBack);
         }
         self.last_now = now.mono;
+        let c = &mut self.cluster;
+        if c.multi && now.mono.saturating_since(c.next_tick) > c.cfg.ping_interval {
+            // It did not run for a while (paused, or busy): what it knows
+            // of its links is stale until they had time to come back.
+            c.woke = Some(now.mono);
+        }
         Ok(())
     }
 

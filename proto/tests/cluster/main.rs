@@ -214,7 +214,9 @@ fn a_killed_leader_is_replaced_and_held_locks_stay_exclusive() {
     let before = epoch(&mut net, 0);
     net.crash(2);
     // b must not get k while a holds it, through the failover.
-    assert!(net.wait_reply(b, Duration::from_secs(15)).is_none());
+    let got = net.wait_reply(b, Duration::from_secs(15));
+    let ga = net.wait_reply(a, Duration::from_millis(1));
+    assert!(got.is_none(), "{got:?} {ga:?}");
     let during = epoch(&mut net, 0);
     assert!(
         during > before,
