@@ -46,10 +46,30 @@ fn options(seed: u64) -> Options {
             "SkipLockDelay" => Plant::SkipLockDelay,
             "ReuseFence" => Plant::ReuseFence,
             "DoubleVote" => Plant::DoubleVote,
+            "CarryByAnswer" => Plant::CarryByAnswer,
+            "KeepOrphans" => Plant::KeepOrphans,
             other => panic!("SIM_PLANT={other:?}: not a planted bug"),
         };
         opts.liveness = false;
     }
+    opts.l5 = env_u64("SIM_L5") == Some(1);
+    if env_u64("SIM_VICTIM") == Some(1) {
+        opts = victim_options(opts);
+    }
+    opts
+}
+
+/// A run whose faults strike one computer only (R1 is checked): the
+/// victim, the conductor (n0, lowest address) in a third of the runs, is
+/// `seed % 3`; 3 computers, or 5 in every other triple of seeds.
+fn victim_options(mut opts: Options) -> Options {
+    let seed = opts.seed;
+    opts.victim = Some((seed % 3) as usize);
+    opts.l5 = true;
+    opts.nodes = Some(
+        opts.nodes
+            .unwrap_or(if (seed / 3) % 2 == 0 { 3 } else { 5 }),
+    );
     opts
 }
 
@@ -65,6 +85,17 @@ fn stopwatch() -> Instant {
 /// A long sweep (`progress`) prints one line per failure; a short one
 /// explains each failure with the end of its log.
 fn sweep(first: u64, count: u64, budget: Duration, progress: bool) -> (Vec<Report>, u64) {
+    sweep_with(first, count, budget, progress, &options)
+}
+
+/// [`sweep`] with the options of each seed from `make`.
+fn sweep_with(
+    first: u64,
+    count: u64,
+    budget: Duration,
+    progress: bool,
+    make: &(dyn Fn(u64) -> Options + Sync),
+) -> (Vec<Report>, u64) {
     let next = AtomicU64::new(first);
     let ran = AtomicU64::new(0);
     let failures = Mutex::new(Vec::new());
@@ -79,9 +110,9 @@ fn sweep(first: u64, count: u64, budget: Duration, progress: bool) -> (Vec<Repor
                         return;
                     }
                     let report = if progress {
-                        sim::run(&options(seed))
+                        sim::run(&make(seed))
                     } else {
-                        sim::run_explained(&options(seed))
+                        sim::run_explained(&make(seed))
                     };
                     let done = ran.fetch_add(1, Ordering::Relaxed) + 1;
                     if !report.ok() {
@@ -130,6 +161,24 @@ fn five_hundred_seeds_of_ten_simulated_minutes_break_no_property() {
     let count = env_u64("SIM_SEEDS").unwrap_or(500);
     let first = env_u64("SIM_FIRST").unwrap_or(0);
     let (failures, ran) = sweep(first, count, Duration::from_secs(900), false);
+    let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
+    assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
+    assert_eq!(ran, count, "the sweep ran out of time");
+}
+
+/// R1 (no needless revocation): faults of one computer, a minority, in
+/// any order and for any length (pauses past the grace, the conductor's
+/// pause and return, pauses in a row, crashes, cuts one way or both), and
+/// no holder on another agent loses its lock; L1–L5 hold once it heals.
+/// Not yet true: 37 of these 150 seeds broke R1 and 12 L5 when it was
+/// written (docs/cluster.md, "Availability").
+#[test]
+#[ignore = "R1 and L5 do not hold yet in every such run: see docs/cluster.md"]
+fn faults_of_one_computer_take_no_lock_from_the_others() {
+    let count = env_u64("SIM_VICTIM_SEEDS").unwrap_or(150);
+    let first = env_u64("SIM_FIRST").unwrap_or(0);
+    let make = |seed| victim_options(options(seed));
+    let (failures, ran) = sweep_with(first, count, Duration::from_secs(900), false, &make);
     let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
     assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
     assert_eq!(ran, count, "the sweep ran out of time");
@@ -603,5 +652,41 @@ fn a_planted_reused_fence_is_caught() {
 #[test]
 fn a_planted_double_vote_is_caught() {
     let caught = first_catch(Plant::DoubleVote, &["S1", "S3", "S6"], PLANT_SEEDS);
+    assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+}
+
+/// The first seed (of `limit`, faults of one computer only) whose run with
+/// `plant` breaks one of `rules` before (or where) the clean run breaks
+/// anything.
+fn first_victim_catch(plant: Plant, rules: &[&str], limit: u64) -> Option<u64> {
+    for seed in 0..limit {
+        let mut opts = victim_options(Options::new(seed));
+        opts.plant = plant;
+        let planted = sim::run(&opts);
+        let Some(v) = planted.violations.first() else {
+            continue;
+        };
+        if !rules.contains(&v.rule) {
+            continue;
+        }
+        opts.plant = Plant::None;
+        let clean = sim::run(&opts);
+        if clean.violations.first().is_none_or(|c| c.at > v.at) {
+            println!("{plant:?} caught by seed {seed}: {v}");
+            return Some(seed);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_planted_revocation_of_a_silent_owners_locks_is_caught() {
+    let caught = first_victim_catch(Plant::CarryByAnswer, &["R1"], PLANT_SEEDS);
+    assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+}
+
+#[test]
+fn a_planted_name_taken_by_nobody_is_caught() {
+    let caught = first_victim_catch(Plant::KeepOrphans, &["L5"], PLANT_SEEDS);
     assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
 }

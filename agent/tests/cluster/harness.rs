@@ -46,6 +46,11 @@ impl Cluster {
         c
     }
 
+    /// Agent `i`'s listen port (the conductor is the agent with the lowest).
+    pub fn port(&self, i: usize) -> u16 {
+        self.ports[i]
+    }
+
     pub fn socket(&self, i: usize) -> PathBuf {
         self.dir.path().join(format!("n{i}.sock"))
     }

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod harness;
+mod silence;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

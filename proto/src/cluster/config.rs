@@ -52,6 +52,14 @@ pub enum Plant {
     ReuseFence,
     /// A follower votes whatever it already voted for.
     DoubleVote,
+    /// A carried lock follows its new owner only if that owner answered
+    /// within a window of the old owner's last answer (the rule before
+    /// the evidence of members that left): a silent owner's locks are
+    /// revoked (R1).
+    CarryByAnswer,
+    /// A counted late report leaves the inherited tickets its home no
+    /// longer has: their names stay taken by nobody (L5).
+    KeepOrphans,
 }
 
 impl Default for ClusterConfig {

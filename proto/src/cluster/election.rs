@@ -108,11 +108,17 @@ impl Core {
             return;
         }
         let Some(my_addr) = c.addr else { return };
+        // Only members that answered a ping lately count as connected: an
+        // agent cut off one way must not elect leaders over links that
+        // merely are not closed yet (it hears nothing, or is not heard and
+        // its LOCKLEADERS would reach the others once the cut heals).
+        let lately = now.mono - c.cfg.peer_timeout / 2;
         let known: Vec<(&super::Link, &Id)> = c
             .links
             .values()
             .filter(|l| !l.closing)
             .filter_map(|l| l.id.as_ref().map(|id| (l, id)))
+            .filter(|(_, id)| c.contact.get(*id).is_some_and(|k| k.sent >= lately))
             .collect();
         // The first election needs everybody in a small cluster (reference
         // §7); later ones a quorum, so a 3-computer cluster that loses one

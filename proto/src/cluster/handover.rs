@@ -420,6 +420,11 @@ impl Core {
             .cloned()
             .collect();
         drop(has);
+        let orphans = if self.cluster.cfg.plant == Plant::KeepOrphans {
+            Vec::new()
+        } else {
+            orphans
+        };
         let l = self.cluster.leading.as_mut().expect("leader");
         l.reporters.insert(home.clone());
         log::info!(

@@ -81,6 +81,9 @@ impl LObject {
     }
 }
 
+/// A late report's tickets, each with whether its home holds it.
+pub(crate) type LateTickets = Vec<(super::batch::RTicket, bool)>;
+
 /// A leader's part of one epoch.
 #[derive(Debug)]
 pub(crate) struct Leading {
@@ -110,10 +113,10 @@ pub(crate) struct Leading {
     pub self_in_state: bool,
     /// A late report the collector is passing on: its agent, its tickets
     /// (held or waiting) and the lines so far.
-    pub late_in: Option<(Id, Vec<(super::batch::RTicket, bool)>, u64)>,
+    pub late_in: Option<(Id, LateTickets, u64)>,
     /// Late reports passed on before this leader installed the state
     /// (the collector's own copy waits for a later call): weighed then.
-    pub late_early: Vec<(Id, Vec<(super::batch::RTicket, bool)>)>,
+    pub late_early: Vec<(Id, LateTickets)>,
 }
 
 impl Leading {

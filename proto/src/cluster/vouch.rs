@@ -206,6 +206,7 @@ impl Core {
     /// ends with what the old owner vouched for.
     fn settle_carried(&mut self, now: Now) {
         let window = self.settle_window();
+        let plant = self.cluster.cfg.plant;
         // Until a new owner answers, or enough members are known to have
         // left, nothing can settle; and only once for each: a million
         // locks carried over are not walked every tick for nothing.
@@ -269,9 +270,12 @@ impl Core {
             let old_addr = (old_owner.as_deref())
                 .and_then(super::ids::parse_id)
                 .and_then(|p| p.addr);
-            let by = (left_by.iter())
+            let mut by = (left_by.iter())
                 .find(|(a, _)| Some(*a) == old_addr)
                 .and_then(|(_, by)| *by);
+            if plant == super::Plant::CarryByAnswer {
+                by = answers[i];
+            }
             // Kept (to end with the old owner's vouch) unless the old owner
             // stopped acting before it could drop the lock.
             by.is_none_or(|t| t > *at + window)

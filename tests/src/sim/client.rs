@@ -518,6 +518,15 @@ impl World {
                 _ => {
                     // `lost`, or anything else: the lock is gone.
                     self.log(|| format!("w{w}: {req} taken back"));
+                    let node = self.workers[w].node;
+                    if self.opts.victim.is_some_and(|v| v != node) {
+                        let what = format!(
+                            "n{node} took {req} back from w{w} (UNLOCKED {}) while faults struck only n{}",
+                            error.as_deref().unwrap_or("without an error"),
+                            self.opts.victim.unwrap_or(0)
+                        );
+                        self.checker.report(self.now, "R1", what);
+                    }
                     self.checker.release(self.now, req);
                     if matches!(self.workers[w].state, State::Attached { req: r, .. } if r == req) {
                         self.workers[w].state = State::Idle;

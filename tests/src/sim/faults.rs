@@ -131,6 +131,10 @@ impl World {
         let gap = self.next_fault_gap();
         self.at(self.now + gap, Ev::Fault);
         let n = self.nodes.len();
+        if let Some(v) = self.opts.victim.filter(|&v| v < n && n >= 3) {
+            self.victim_fault(v);
+            return;
+        }
         let mut weights = self.knobs.fault_weights;
         if n == 1 {
             weights[0] = 0;
@@ -146,6 +150,71 @@ impl World {
             2 => self.fault_one_way(),
             3 => self.fault_crash(),
             _ => self.fault_pause(),
+        }
+    }
+
+    /// A fault of computer `v` alone (R1 runs): a pause (often past the
+    /// grace), a crash, a cut of all its links (both ways, or one), or a
+    /// broken link of its. Another fault of it waits for this one to end.
+    fn victim_fault(&mut self, v: usize) {
+        if !self.faults.active.is_empty() {
+            return;
+        }
+        let n = self.nodes.len();
+        match self.fault_rng.below(6) {
+            0 | 1 => {
+                if !self.running(v) {
+                    return;
+                }
+                let lasts = if self.fault_rng.chance(500_000) {
+                    self.fault_rng.between(5 * SEC, 20 * SEC)
+                } else {
+                    self.fault_rng.between(100 * MS, 5 * SEC)
+                };
+                self.log(|| format!("fault: n{v} pauses for {}", super::checker::secs(lasts)));
+                self.pause(v);
+                self.new_fault(Active::Pause(v), lasts);
+            }
+            2 => {
+                if self.nodes[v].core.is_none() {
+                    return;
+                }
+                self.crash(v);
+                let lasts = self.fault_rng.between(100 * MS, 30 * SEC);
+                self.new_fault(Active::Crash(vec![v]), lasts);
+            }
+            3 | 4 => {
+                let cuts: Vec<(usize, usize)> = match self.fault_rng.below(3) {
+                    0 => (0..n)
+                        .filter(|&o| o != v)
+                        .flat_map(|o| [(v, o), (o, v)])
+                        .collect(),
+                    1 => (0..n).filter(|&o| o != v).map(|o| (v, o)).collect(),
+                    _ => (0..n).filter(|&o| o != v).map(|o| (o, v)).collect(),
+                };
+                let lasts = self.fault_rng.between(500 * MS, 30 * SEC);
+                self.log(|| {
+                    format!(
+                        "fault: n{v} cut off {cuts:?} for {}",
+                        super::checker::secs(lasts)
+                    )
+                });
+                self.apply_cuts(cuts, lasts);
+            }
+            _ => {
+                let mine: Vec<usize> = (0..n)
+                    .filter(|&o| o != v)
+                    .map(|o| self.net.link_of(v, o))
+                    .filter(|&l| self.net.links[l].generation().is_some())
+                    .collect();
+                if mine.is_empty() {
+                    return;
+                }
+                let l = *self.fault_rng.pick(&mine);
+                self.log(|| format!("fault: link {l} of n{v} breaks"));
+                self.stats.faults += 1;
+                self.break_link(l);
+            }
         }
     }
 

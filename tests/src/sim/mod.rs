@@ -58,8 +58,16 @@ pub struct Options {
     pub keep_lines: usize,
     /// Stop at the first violation.
     pub stop_at_first: bool,
-    /// Check liveness (L1–L4) too, not only safety.
+    /// Check liveness (L1–L5) too, not only safety.
     pub liveness: bool,
+    /// Faults strike this computer only (it pauses, crashes, is cut off,
+    /// one way or both, its links break), a minority: every other agent
+    /// keeps a majority of the leaders, and R1 is checked (no holder of a
+    /// healthy agent loses its lock).
+    pub victim: Option<usize>,
+    /// Check L5 (no name taken by nobody) in the quiet windows. Off by
+    /// default while it still fails in ordinary runs (docs/cluster.md).
+    pub l5: bool,
 }
 
 impl Options {
@@ -74,6 +82,8 @@ impl Options {
             keep_lines: 0,
             stop_at_first: true,
             liveness: true,
+            victim: None,
+            l5: false,
         }
     }
 }

@@ -5,7 +5,11 @@
 //! - L2: a `LOCK` of a name nobody uses is granted on every agent within
 //!   [`BOUND`];
 //! - L3: a lock released by `UNLOCK` passes to the next waiter, on another
-//!   agent, within [`BOUND`].
+//!   agent, within [`BOUND`];
+//! - L5: no name stays taken by nobody: a ticket that blocks its object on
+//!   its owner while its home has no such request (the home released it,
+//!   or restarted) when the probes start is gone when they end, some 20 s
+//!   later.
 //!
 //! Probe grants go through the checker like any other.
 
@@ -58,6 +62,8 @@ pub struct Probes {
     next_tag: i64,
     handover: Option<(i64, i64)>,
     released_at: u64,
+    /// L5: the tickets held by nobody when the probes started.
+    orphans: std::collections::BTreeSet<(Vec<u8>, String, u64)>,
 }
 
 impl World {
@@ -70,6 +76,9 @@ impl World {
                     ..Probes::default()
                 };
                 self.stats.quiet_windows += 1;
+                if self.opts.l5 {
+                    self.probes.orphans = self.orphans();
+                }
                 for i in 0..self.nodes.len() {
                     if let Some(conn) = self.open_conn(i, Who::Probe, 99) {
                         self.probes.conns.insert(i, conn);
@@ -144,6 +153,16 @@ impl World {
                 self.probe_unlock(second);
             }
             ProbeStep::Close { .. } => {
+                let before = std::mem::take(&mut self.probes.orphans);
+                let still: Vec<_> = self.orphans().intersection(&before).cloned().collect();
+                if let Some((object, home, req)) = still.first() {
+                    let what = format!(
+                        "{} stays taken by nobody: request {req} of {home} blocks it on its owner, its home has no such request ({} such tickets)",
+                        String::from_utf8_lossy(object),
+                        still.len()
+                    );
+                    self.checker.report(self.now, "L5", what);
+                }
                 let conns: Vec<ClientId> = self.probes.conns.values().copied().collect();
                 for conn in conns {
                     self.probe_release_all(conn);
@@ -152,6 +171,34 @@ impl World {
                 self.probes.conns.clear();
             }
         }
+    }
+
+    /// The tickets that block their object on its owner while their home
+    /// has no such request (L5).
+    fn orphans(&self) -> std::collections::BTreeSet<(Vec<u8>, String, u64)> {
+        let mut homes: BTreeMap<String, std::collections::BTreeSet<(Vec<u8>, u64)>> =
+            BTreeMap::new();
+        for node in &self.nodes {
+            if let Some(core) = node.core.as_ref() {
+                let (id, requests) = core.debug_requests();
+                homes.insert(id, requests.into_iter().collect());
+            }
+        }
+        let mut orphans = std::collections::BTreeSet::new();
+        for node in &self.nodes {
+            let Some(core) = node.core.as_ref() else {
+                continue;
+            };
+            for (object, home, req) in core.debug_owned_blocking() {
+                let has = homes
+                    .get(&home)
+                    .is_some_and(|r| r.contains(&(object.clone(), req)));
+                if !has {
+                    orphans.insert((object, home, req));
+                }
+            }
+        }
+        orphans
     }
 
     /// L4: every agent ready, all with the same epoch and leaders.
