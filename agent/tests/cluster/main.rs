@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod harness;
+mod status;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

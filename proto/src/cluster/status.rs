@@ -106,6 +106,11 @@ impl Core {
                 )
             });
         }
+        // First: nothing else can change before it ends.
+        let left = self.lock_delay_left();
+        if !left.is_zero() {
+            return Some(lock_delay_reason(left));
+        }
         if !self.in_contact_now() {
             return Some(format!(
                 "no quorum: {} of the {} leaders of epoch {} have not answered this agent as acting leaders for {:?}",
@@ -114,10 +119,6 @@ impl Core {
                 c.epoch,
                 c.cfg.grace
             ));
-        }
-        let left = self.lock_delay_left();
-        if !left.is_zero() {
-            return Some(lock_delay_reason(left));
         }
         for leader in self.deciders(object) {
             if !self.leader_acts(&leader, now) {
