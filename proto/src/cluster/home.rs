@@ -177,10 +177,7 @@ impl Core {
             if let Some((name, t)) = found.filter(|(_, t)| t.try_once) {
                 // It must not wait: given back to the owner, and failed.
                 let why = self.unavailable(Some(object)).unwrap_or_else(|| {
-                    format!(
-                        "the owner of {} has not vouched for this agent's locks within {grace:?}",
-                        String::from_utf8_lossy(object)
-                    )
+                    format!("no quorum: the owner of this object has not answered this agent as acting for {grace:?}")
                 });
                 self.fail_try(&name, t.id, why);
             }
