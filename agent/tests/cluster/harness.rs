@@ -46,7 +46,21 @@ impl Cluster {
         c
     }
 
-    /// Agent `i`'s listen port (the conductor is the agent with the lowest).
+    /// Starts only the first `up` of `n` agents (the others are members
+    /// that are down); waits for nothing.
+    pub fn start_some(tag: &str, n: usize, up: usize) -> Cluster {
+        let mut c = Cluster {
+            dir: TempDir::new(tag),
+            ports: free_ports(n),
+            children: (0..n).map(|_| None).collect(),
+        };
+        for i in 0..up {
+            c.spawn(i);
+        }
+        c
+    }
+
+    /// Agent `i`'s listen port.
     pub fn port(&self, i: usize) -> u16 {
         self.ports[i]
     }
@@ -109,7 +123,7 @@ impl Cluster {
         c.recv()
     }
 
-    fn wait_for(&self, i: usize, limit: Duration, ok: impl Fn(&Message) -> bool) -> Message {
+    pub fn wait_for(&self, i: usize, limit: Duration, ok: impl Fn(&Message) -> bool) -> Message {
         let start = now();
         loop {
             if let Ok(mut c) = std::panic::catch_unwind(|| Client::connect(&self.socket(i))) {
@@ -172,6 +186,27 @@ impl Cluster {
             .output()
             .expect("snaplock-cli runs");
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `snaplock-cli --socket <node i> args...`: its exit status and
+    /// standard error.
+    pub fn cli_status(&self, i: usize, args: &[&str]) -> (Option<i32>, String) {
+        let cli = PathBuf::from(env!("CARGO_BIN_EXE_snaplockd")).with_file_name("snaplock-cli");
+        let out = std::process::Command::new(cli)
+            .arg("--socket")
+            .arg(self.socket(i))
+            .args(args)
+            .output()
+            .expect("snaplock-cli runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Agent `i`'s whole log.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("n{i}.log"))).unwrap_or_default()
     }
 
     /// Every agent's log, for a failure message.

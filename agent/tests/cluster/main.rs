@@ -9,6 +9,7 @@
 mod common;
 mod harness;
 mod silence;
+mod status;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

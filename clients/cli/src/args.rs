@@ -26,7 +26,8 @@ Commands:
                             default 5; 0 means -n)
       -d, --lease SECS      lease length, renewed every SECS/3 while COMMAND
                             runs (decimals allowed; 1 to 604800; default 60)
-      -n, --nonblock        fail at once if the lock is taken
+      -n, --nonblock        fail at once if the lock is taken, or if the
+                            agent cannot grant locks now (exit 69)
       -s, --shared          take a shared lock (default: exclusive)
       -E, --conflict-exit-code CODE
                             exit status on conflict or timeout (1 to 255;
@@ -59,7 +60,8 @@ Exit status:
           status: the agent is not ready
   64      usage error
   69      agent unavailable: cannot connect, no reply in time, connection
-          closed, or LOCKFAILED error=unavailable
+          closed, or LOCKFAILED error=unavailable (no leaders, no quorum,
+          leaders changing, lock-delay; the reason is printed)
   70      protocol or unexpected error: LOCKFAILED error=invalid, overflow,
           denied or duplicate, an unexpected or unreadable reply
   75      lock: the lock was lost while COMMAND ran (COMMAND was stopped)

@@ -35,8 +35,9 @@ pub enum snaplock_result {
     /// The lock is gone (`UNLOCKED error=lost` or `error=timedout` in reply
     /// to the request): whoever relied on it must stop.
     Lost = 1006,
-    /// The service cannot grant locks before the deadline: the agent is
-    /// stopping (`error=unavailable`).
+    /// The service cannot grant locks now, or could not before the
+    /// deadline: the agent is stopping, or the cluster has no leaders, no
+    /// quorum, leaders changing or a lock-delay (`error=unavailable`).
     Unavailable = 1007,
     /// The agent sent something this library does not understand. The
     /// agent's state about the request is unknown.

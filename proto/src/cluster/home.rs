@@ -21,12 +21,18 @@ impl Core {
     /// Sends a waiting request of a client to its object's owner.
     pub(crate) fn home_submit(&mut self, now: Now, name: &ObjectName, id: TicketId) {
         let epoch = self.cluster.epoch;
+        let try_once = self
+            .table
+            .objects
+            .get(name)
+            .is_some_and(|o| o.position(id).is_some_and(|p| o.tickets[p].try_once));
         self.cluster.submitted.insert(
             id,
             Submitted {
                 object: name.clone(),
                 epoch,
                 at: now.mono,
+                try_once,
             },
         );
         let Some(i) = self.cluster.owner_index(name) else {
@@ -168,6 +174,13 @@ impl Core {
                 .object_vouched_from(object)
                 .is_none_or(|t| now.mono >= t + grace)
         {
+            if let Some((name, t)) = found.filter(|(_, t)| t.try_once) {
+                // It must not wait: given back to the owner, and failed.
+                let why = self.unavailable(Some(object)).unwrap_or_else(|| {
+                    format!("no quorum: the owner of this object has not answered this agent as acting for {grace:?}")
+                });
+                self.fail_try(&name, t.id, why);
+            }
             return Ok(()); // said again on the next re-send, if in contact then
         }
         let (name, t) = found.expect("deliverable");
@@ -231,6 +244,7 @@ impl Core {
                 self.send_report(now);
             }
         }
+        self.fail_stuck_tries();
         self.resubmit_all(now);
     }
 

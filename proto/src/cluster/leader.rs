@@ -109,6 +109,17 @@ impl Core {
                 return Ok(()); // not a leader of this epoch
             };
             if !l.ready {
+                if cmd == "LOCK" && bool_of(msg, "try") {
+                    // A try never waits for the handover to end.
+                    let object = bytes_of(msg, "object_name")?;
+                    let req = u64_of(msg, "req")?;
+                    let why = format!(
+                        "the leaders are changing: {} has not installed the state of epoch {} yet",
+                        self.cluster.name, self.cluster.epoch
+                    );
+                    self.owner_refuse(from, object, req, "unavailable", &why);
+                    return Ok(());
+                }
                 if self.cluster.early.len() < self.config.max_tickets {
                     self.cluster.early.push((from.clone(), msg.clone()));
                 }
@@ -229,16 +240,40 @@ impl Core {
         Ok(())
     }
 
-    /// A try request that could not be granted at once is refused `busy`.
+    /// A try request that could not be granted at once is refused: `busy`
+    /// when a ticket ahead holds (or is being granted, or may hold from
+    /// the previous epoch), `unavailable` when nothing can be granted
+    /// now (the lock-delay runs, or this owner does not act).
     fn refuse_if_busy(&mut self, now: Now, object: &[u8], home: &Id, req: u64, try_once: bool) {
+        if !try_once {
+            return;
+        }
+        let acting = self.acting(now.mono);
         let l = self.cluster.leading.as_mut().expect("ready leader");
-        let waiting = l.objects.get(object).and_then(|o| {
-            o.find(home, req)
-                .map(|p| o.tickets[p].state == LState::Waiting)
-        });
-        if try_once && waiting == Some(true) {
+        let state = l
+            .objects
+            .get(object)
+            .and_then(|o| o.find(home, req).map(|p| o.tickets[p].state));
+        let delay = l
+            .delay_until
+            .map_or(std::time::Duration::ZERO, |d| d.saturating_since(now.mono));
+        let refusal = match state {
+            Some(LState::Waiting) if !delay.is_zero() => {
+                Some(("unavailable", super::status::lock_delay_reason(delay)))
+            }
+            Some(LState::Waiting) => Some(("busy", "the object is locked".to_owned())),
+            Some(LState::Activating { .. }) if !acting => Some((
+                "unavailable",
+                format!(
+                    "no quorum: the owner {} is not answered by a quorum",
+                    self.cluster.name
+                ),
+            )),
+            _ => None,
+        };
+        if let Some((error, why)) = refusal {
             self.owner_release(now, object, home, req);
-            self.owner_refuse(home, object, req, "busy", "the object is locked");
+            self.owner_refuse(home, object, req, error, &why);
         }
     }
 

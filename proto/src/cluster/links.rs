@@ -158,6 +158,14 @@ impl Core {
         pong.set_u64("view", self.cluster.view);
         pong.set_u64("wall", now.wall.0 / 1000);
         pong.set("active", if active { "1" } else { "0" });
+        // What is left of this leader's lock-delay: the homes that are
+        // not leaders learn from it that nothing can be granted yet.
+        let delay_until = self.cluster.leading.as_ref().and_then(|l| l.delay_until);
+        if let Some(left) = delay_until.map(|d| d.saturating_since(now.mono)) {
+            if !left.is_zero() {
+                pong.set_u64("delay", left.as_micros() as u64);
+            }
+        }
         self.send(peer, pong);
     }
 
@@ -194,6 +202,7 @@ impl Core {
             epoch,
             active_sent: None,
             view,
+            delay_until: None,
         });
         if !c.in_view(epoch, view) {
             c.active_sent = None;
@@ -204,6 +213,12 @@ impl Core {
         if active {
             c.active_sent = Some(c.active_sent.map_or(sent, |a| a.max(sent)));
         }
+        // Counted from its arrival: never shorter than what is left.
+        c.delay_until = msg
+            .get_str("delay")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|d| *d > 0)
+            .map(|d| now.mono + Duration::from_micros(d));
         self.note_epoch_seen(now, epoch);
         Ok(())
     }

@@ -16,6 +16,7 @@ mod leader;
 mod links;
 mod ltable;
 mod merge;
+mod status;
 mod vouch;
 pub(crate) mod wire;
 
@@ -59,6 +60,9 @@ pub(crate) struct Contact {
     pub active_sent: Option<Time>,
     /// The digest of the leaders it has for that epoch.
     pub view: u64,
+    /// When the lock-delay it announced with its latest answer ends
+    /// (`delay=` in `LOCKPONG`, counted from when the answer arrived).
+    pub delay_until: Option<Time>,
 }
 
 impl Contact {
@@ -86,6 +90,8 @@ pub(crate) struct Submitted {
     pub object: ObjectName,
     pub epoch: u64,
     pub at: Time,
+    /// `try=true`: failed as soon as nothing can grant it.
+    pub try_once: bool,
 }
 
 /// The cluster part of a core.
@@ -162,6 +168,8 @@ pub(crate) struct Cluster {
     /// counts as gone only a `peer_timeout` after the move (its link may
     /// not be up yet, e.g. after this agent was paused).
     pub linked_leaders: std::collections::BTreeSet<Id>,
+    /// When this agent last logged what the first election waits for.
+    pub waiting_logged: Option<Time>,
     /// Messages of the current epoch that arrived before this leader was
     /// ready, replayed when it is.
     pub early: Vec<(Id, crate::wire::Message)>,
@@ -224,6 +232,7 @@ impl Cluster {
             last_election: None,
             woke: None,
             linked_leaders: std::collections::BTreeSet::new(),
+            waiting_logged: None,
             early: Vec::new(),
             local: std::collections::VecDeque::new(),
             prev_epoch: 0,

@@ -214,6 +214,15 @@ impl Core {
             let why = Refusal::new("overflow", "the agent holds its maximum number of tickets");
             return self.refuse(client, &req.target, Some(&key), &why);
         }
+        if req.try_once && self.cluster.multi {
+            // Never waits: when nothing could grant it now (no leaders or
+            // no contact, its owner not acting, a lock-delay), it says so
+            // at once; `busy` only ever means a holder.
+            if let Some(why) = self.unavailable(Some(&name)) {
+                let why = Refusal::new("unavailable", why);
+                return self.refuse(client, &req.target, Some(&key), &why);
+            }
+        }
         let id = TicketId(self.next_ticket);
         self.next_ticket += 1;
         let ticket = Ticket {
@@ -340,7 +349,7 @@ impl Core {
         let object = &self.table.objects[&name];
         let t = &object.tickets[object.position(id).expect("found")];
         let key = t.key.clone();
-        if self.cluster.multi && t.state.is_held() && !self.is_ready() {
+        if self.cluster.multi && t.state.is_held() && !self.in_contact_now() {
             // Out of contact with the leaders: this agent is about to
             // revoke, so it promises nothing longer.
             let why = Refusal::new("unavailable", "no contact with a majority of leaders");
@@ -461,6 +470,18 @@ impl Core {
             .with("version", crate::VERSION)
             .with("ready", if self.is_ready() { "true" } else { "false" })
             .with("leaders", leaders);
+        // What is left of the lock-delay, in seconds (ms precision):
+        // 0 when none runs.
+        let delay = self.lock_delay_left().as_millis();
+        msg.set(
+            "lock_delay",
+            crate::time::duration_to_wire(std::time::Duration::from_millis(delay as u64)),
+        );
+        let waiting = self.waiting_for();
+        if !waiting.is_empty() {
+            let list: Vec<String> = waiting.iter().map(ToString::to_string).collect();
+            msg.set("waiting_for", list.join(","));
+        }
         for (k, v) in [
             ("connected", connected as u64),
             ("cluster_size", size as u64),

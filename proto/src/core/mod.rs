@@ -390,20 +390,12 @@ impl Core {
         }
     }
 
-    /// Whether locks can be granted now (`LOCKSTATUS`).
+    /// Whether a fresh name can be granted now (`LOCKSTATUS`, `INFO
+    /// ready`): not while stopping, nor in a cluster without leaders,
+    /// without contact with a majority of acting leaders, while a leader
+    /// does not act, or during a lock-delay (docs/cluster.md).
     pub fn is_ready(&self) -> bool {
-        if self.stopping {
-            return false;
-        }
-        if !self.cluster.multi {
-            return true;
-        }
-        let now = self.last_now;
-        let last = match (self.contact_time(now), self.cluster.last_ok) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        last.is_some_and(|t| now < t + self.cluster.cfg.grace)
+        self.unavailable(None).is_none()
     }
 
     fn advance(&mut self, now: Now) -> Result<(), InputError> {
@@ -496,6 +488,7 @@ impl Core {
         self.forget_old_ids(now);
         self.ping_all(now, stalled);
         self.home_tick(now);
+        self.log_waiting(now);
         self.leader_tick(now);
         self.check_collect(now);
         if self.cluster.report_sent.is_none() {
@@ -544,12 +537,14 @@ impl Core {
             State::Waiting { .. } => {
                 let t = self.take_ticket(name, id).expect("ticket exists");
                 if let Some(owner) = t.owner {
-                    // In a cluster: "unavailable" when it could not even be
-                    // asked (no contact with the leaders).
-                    let refusal = if self.cluster.multi && !self.is_ready() {
+                    // In a cluster: "unavailable", with why, when nothing
+                    // could grant it (no contact with the leaders, its
+                    // owner not acting, a lock-delay); "timedout" is
+                    // for a request that waited behind a holder.
+                    let refusal = if let Some(why) = self.unavailable(Some(name)) {
                         request::Refusal::new(
                             "unavailable",
-                            "no quorum of leaders before the timeout",
+                            format!("not obtained before the timeout: {why}"),
                         )
                     } else {
                         request::Refusal::new("timedout", "not obtained before the timeout")

@@ -3,6 +3,7 @@
 //! the faults; these are the plain cases, quick to read when one breaks.
 
 mod net;
+mod status;
 
 use net::Net;
 use std::time::Duration;

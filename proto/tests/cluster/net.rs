@@ -221,6 +221,11 @@ impl Net {
         }
     }
 
+    /// The wall clock now, Unix seconds.
+    pub fn wall_secs(&self) -> f64 {
+        now_of(self.t).wall.0 as f64 / 1e6
+    }
+
     pub fn all_ready(&mut self) -> bool {
         (0..self.cores.len()).all(|i| self.cores[i].as_ref().is_none_or(|c| c.is_ready()))
     }

@@ -1,0 +1,242 @@
+//! What an agent says of itself (docs/cluster.md "What an agent tells its
+//! clients"): whether a name can be granted now and, when not, why; the
+//! lock-delay left; the members the first election waits for.
+//!
+//! `busy` means a holder exists. Everything that keeps *any* grant from
+//! happening (no leaders, no contact, an owner that does not act, a
+//! lock-delay) is `unavailable`, with its reason, and a `try=true`
+//! request hears it at once instead of waiting for its deadline.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{Cluster, Id};
+use crate::core::Core;
+use crate::core::replies;
+use crate::core::request::Refusal;
+use crate::core::table::{ObjectName, TicketId};
+use crate::time::{Now, Time};
+
+/// The agent logs what the first election waits for at most this often.
+const WAITING_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl Core {
+    /// Whether a majority of acting leaders answered within `grace`, as
+    /// of the last call (the contact of docs/cluster.md, without noting
+    /// it for the revocation's edge).
+    pub(crate) fn in_contact_now(&self) -> bool {
+        let now = self.last_now;
+        let last = match (self.contact_time(now), self.cluster.last_ok) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        last.is_some_and(|t| now < t + self.cluster.cfg.grace)
+    }
+
+    /// Whether `leader`, a leader of this view, acts for this agent: it
+    /// answered a ping as an acting leader within `peer_timeout` (this
+    /// agent itself: it is a ready, acting leader).
+    fn leader_acts(&self, leader: &Id, now: Time) -> bool {
+        let c = &self.cluster;
+        if *leader == c.me {
+            return c.leading.as_ref().is_some_and(|l| l.ready) && self.acting(now);
+        }
+        c.contact
+            .get(leader)
+            .filter(|k| k.in_view(c.epoch, c.view))
+            .and_then(|k| k.active_sent)
+            .is_some_and(|a| now < a + c.cfg.peer_timeout)
+    }
+
+    /// When the lock-delay that `leader` runs ends, as far as this agent
+    /// knows: its own table's, or what the leader's latest pong said.
+    fn delay_of(&self, leader: &Id) -> Option<Time> {
+        let c = &self.cluster;
+        if *leader == c.me {
+            return c.leading.as_ref().and_then(|l| l.delay_until);
+        }
+        c.contact
+            .get(leader)
+            .filter(|k| k.in_view(c.epoch, c.view))
+            .and_then(|k| k.delay_until)
+    }
+
+    /// The leaders that decide `object` (its owner), or every leader.
+    fn deciders(&self, object: Option<&[u8]>) -> Vec<Id> {
+        let c = &self.cluster;
+        match object.and_then(|o| c.owner_index(o)) {
+            Some(i) => vec![c.leaders[i].clone()],
+            None => c.leaders.clone(),
+        }
+    }
+
+    /// What is left of the lock-delay of this epoch's leaders (they all
+    /// install the same state, lock-delay included); zero when none runs.
+    pub(crate) fn lock_delay_left(&self) -> Duration {
+        let now = self.last_now;
+        self.cluster
+            .leaders
+            .iter()
+            .filter_map(|l| self.delay_of(l))
+            .max()
+            .map_or(Duration::ZERO, |t| t.saturating_since(now))
+    }
+
+    /// Why nothing can be granted on `object` now (any fresh name when
+    /// `None`), or `None` when it can. `LOCKSTATUS`, `INFO ready`, and the
+    /// `unavailable` answers to `try=true` and at deadlines come from here.
+    pub(crate) fn unavailable(&self, object: Option<&[u8]>) -> Option<String> {
+        if self.stopping {
+            return Some("the agent is stopping".to_owned());
+        }
+        let c = &self.cluster;
+        if !c.multi {
+            return None;
+        }
+        let now = self.last_now;
+        if c.leaders.is_empty() {
+            let waiting = self.waiting_for();
+            return Some(if waiting.is_empty() {
+                "no leaders yet: no election has ended".to_owned()
+            } else {
+                format!(
+                    "no leaders yet: the first election of a cluster of {} waits for every member; not connected: {}",
+                    c.members.len(),
+                    addrs(&waiting)
+                )
+            });
+        }
+        // First: nothing else can change before it ends.
+        let left = self.lock_delay_left();
+        if !left.is_zero() {
+            return Some(lock_delay_reason(left));
+        }
+        if !self.in_contact_now() {
+            return Some(format!(
+                "no quorum: {} of the {} leaders of epoch {} have not answered this agent as acting leaders for {:?}",
+                c.leader_majority(),
+                c.leaders.len(),
+                c.epoch,
+                c.cfg.grace
+            ));
+        }
+        for leader in self.deciders(object) {
+            if !self.leader_acts(&leader, now) {
+                return Some(format!(
+                    "the leaders are changing: {} has not answered as an acting leader of epoch {} for {:?}",
+                    Cluster::name_of(&leader),
+                    c.epoch,
+                    c.cfg.peer_timeout
+                ));
+            }
+        }
+        None
+    }
+
+    /// The members the first election waits for: with no leaders yet and
+    /// fewer members connected than an election needs, those not
+    /// connected. (The rule is `maybe_elect`'s: before any epoch was
+    /// heard of, all members of a cluster of at most three, else a
+    /// quorum.)
+    pub(crate) fn waiting_for(&self) -> Vec<SocketAddr> {
+        let c = &self.cluster;
+        if !c.multi || !c.leaders.is_empty() {
+            return Vec::new();
+        }
+        let up: Vec<SocketAddr> = c
+            .links
+            .values()
+            .filter(|l| !l.closing && l.id.is_some())
+            .map(|l| l.addr)
+            .collect();
+        let needed = if c.max_epoch_seen == 0 {
+            c.election_quorum()
+        } else {
+            c.quorum
+        };
+        if up.len() + 1 >= needed {
+            return Vec::new(); // enough: the conductor elects
+        }
+        c.members
+            .iter()
+            .filter(|a| Some(**a) != c.addr && !up.contains(a))
+            .copied()
+            .collect()
+    }
+
+    /// Every tick: says in the log, at most every [`WAITING_LOG_EVERY`],
+    /// what the first election waits for.
+    pub(crate) fn log_waiting(&mut self, now: Now) {
+        let waiting = self.waiting_for();
+        if waiting.is_empty() {
+            self.cluster.waiting_logged = None;
+            return;
+        }
+        if self
+            .cluster
+            .waiting_logged
+            .is_some_and(|t| now.mono < t + WAITING_LOG_EVERY)
+        {
+            return;
+        }
+        self.cluster.waiting_logged = Some(now.mono);
+        let c = &self.cluster;
+        if c.max_epoch_seen == 0 && c.members.len() <= 3 {
+            log::warn!(
+                "no leaders: the first election of a cluster of {} needs every member connected; waiting for {}",
+                c.members.len(),
+                addrs(&waiting)
+            );
+        } else {
+            log::warn!(
+                "no leaders: an election needs {} members connected; waiting for one of {}",
+                c.quorum,
+                addrs(&waiting)
+            );
+        }
+    }
+
+    /// Every tick: a `try=true` request still waiting for its owner's
+    /// answer fails `unavailable` as soon as nothing can grant it (its
+    /// owner stopped acting, contact was lost, a lock-delay began).
+    pub(crate) fn fail_stuck_tries(&mut self) {
+        let tries: Vec<(TicketId, ObjectName)> = self
+            .cluster
+            .submitted
+            .iter()
+            .filter(|(_, s)| s.try_once)
+            .map(|(id, s)| (*id, s.object.clone()))
+            .collect();
+        for (id, name) in tries {
+            if let Some(why) = self.unavailable(Some(&name)) {
+                self.fail_try(&name, id, why);
+            }
+        }
+    }
+
+    /// Fails waiting request `id` with `unavailable` (its owner is told).
+    pub(crate) fn fail_try(&mut self, name: &ObjectName, id: TicketId, why: String) {
+        let Some(t) = self.take_ticket(name, id) else {
+            return;
+        };
+        if let Some(owner) = t.owner {
+            let why = Refusal::new("unavailable", why);
+            self.reply(owner, replies::lock_failed(name, Some(&t.key), t.tag, &why));
+        }
+    }
+}
+
+/// The description of an `unavailable` during a lock-delay.
+pub(crate) fn lock_delay_reason(left: Duration) -> String {
+    format!(
+        "lock-delay: the new leaders wait {:.1} s more for locks the previous ones may still hold",
+        left.as_secs_f64()
+    )
+}
+
+fn addrs(list: &[SocketAddr]) -> String {
+    list.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
