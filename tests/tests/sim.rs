@@ -46,6 +46,7 @@ fn options(seed: u64) -> Options {
             "SkipLockDelay" => Plant::SkipLockDelay,
             "ReuseFence" => Plant::ReuseFence,
             "DoubleVote" => Plant::DoubleVote,
+            "IgnorePersisted" => Plant::IgnorePersisted,
             other => panic!("SIM_PLANT={other:?}: not a planted bug"),
         };
         opts.liveness = false;
