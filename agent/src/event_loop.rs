@@ -30,8 +30,8 @@ use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
-use snaplock_proto::wire::{self, Frame};
 use snaplock_proto::cluster::Persisted;
+use snaplock_proto::wire::{self, Frame};
 use snaplock_proto::{ClientId, Core, Credentials, Input, Malformed, Now, Output, Time};
 
 use crate::clock::Clock;

@@ -44,7 +44,12 @@ pub fn default_dirs(
     let mut dirs = Vec::new();
     if let Some(d) = state_directory {
         // systemd gives a colon-separated list when a unit has several.
-        let first = d.to_string_lossy().split(':').next().unwrap_or("").to_owned();
+        let first = d
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .to_owned();
         if !first.is_empty() {
             dirs.push(PathBuf::from(first));
         }
@@ -145,7 +150,10 @@ impl StateFile {
 }
 
 /// Opens the record where `dir` says; logs where it is kept, or why not.
-pub fn open(dir: &StateDir, server_name: &str) -> Result<(Option<StateFile>, Persisted), AgentError> {
+pub fn open(
+    dir: &StateDir,
+    server_name: &str,
+) -> Result<(Option<StateFile>, Persisted), AgentError> {
     let candidates = match dir {
         StateDir::Off => return Ok((None, Persisted::default())),
         StateDir::Given(d) => {
@@ -186,7 +194,10 @@ pub fn open(dir: &StateDir, server_name: &str) -> Result<(Option<StateFile>, Per
 
 fn log_kept(file: &StateFile, record: &Persisted) {
     if *record == Persisted::default() {
-        log::info!("record of epoch and fences kept in {} (new)", file.path().display());
+        log::info!(
+            "record of epoch and fences kept in {} (new)",
+            file.path().display()
+        );
     } else {
         log::info!(
             "record of epoch and fences kept in {}: starting above {record}",
@@ -226,7 +237,9 @@ mod tests {
         let dir = temp("broken");
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("web1.state"), "garbage").unwrap();
-        let e = open(&StateDir::Given(dir.clone()), "web1").unwrap_err().to_string();
+        let e = open(&StateDir::Given(dir.clone()), "web1")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("web1.state"), "{e}");
         // Among the defaults too: a record that cannot be read is never
         // silently replaced.

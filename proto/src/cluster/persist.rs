@@ -81,8 +81,14 @@ impl Persisted {
                     .map_err(|_| format!("{key}={value:?}: not a number"))?,
             );
         }
+        let epoch = epoch.ok_or("no epoch=")?;
+        // Past year 2500 in ms: no clock drew it, and its fences would not
+        // fit in 64 bits.
+        if epoch > u64::MAX >> 21 {
+            return Err(format!("epoch={epoch}: too large"));
+        }
         Ok(Persisted {
-            epoch: epoch.ok_or("no epoch=")?,
+            epoch,
             fence: fence.ok_or("no fence=")?,
         })
     }
@@ -109,7 +115,10 @@ pub(crate) fn fence_limit(now: Now) -> u64 {
 /// refused long before (it is past year 2500 in ms), but the base must not
 /// wrap around if one ever came through.
 pub(crate) fn fence_base(epoch: u64) -> u64 {
-    debug_assert!(epoch <= u64::MAX >> 20, "epoch {epoch} overflows its fences");
+    debug_assert!(
+        epoch <= u64::MAX >> 20,
+        "epoch {epoch} overflows its fences"
+    );
     epoch.saturating_mul(1 << 20)
 }
 
@@ -240,6 +249,7 @@ mod tests {
             "snaplock-state 1\nepoch=1\n",
             "snaplock-state 1\nepoch=x\nfence=2\n",
             "snaplock-state 1\nepoch\nfence=2\n",
+            "snaplock-state 1\nepoch=18446744073709551615\nfence=2\n",
         ] {
             assert!(Persisted::parse(text).is_err(), "{text:?} was read");
         }

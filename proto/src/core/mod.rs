@@ -271,7 +271,11 @@ impl Core {
         // Alone, the fences start above the record's too: a clock set back
         // across a restart must not make them go back.
         let solo_epoch = (now.wall.0 / 1000).max(cluster.min_epoch).max(1);
-        let last_fence = if cluster.multi { 0 } else { cluster.fence_floor };
+        let last_fence = if cluster.multi {
+            0
+        } else {
+            cluster.fence_floor
+        };
         let mut core = Core {
             config,
             table: Table::default(),
@@ -449,8 +453,8 @@ impl Core {
         for id in self.table.grantable(name, now.mono) {
             // Fences grow with the epoch (wall ms at start) so they keep
             // growing across restarts given a sane clock (docs/cluster.md).
-            self.last_fence = (self.last_fence + 1)
-                .max(crate::cluster::persist::fence_base(self.solo_epoch));
+            self.last_fence =
+                (self.last_fence + 1).max(crate::cluster::persist::fence_base(self.solo_epoch));
             let fence = self.last_fence;
             self.raise_floor(fence);
             let object = &self.table.objects[name];

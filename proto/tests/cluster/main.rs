@@ -367,7 +367,9 @@ fn fence_of_a_grant(net: &mut Net, i: usize, object: &str) -> u64 {
         c,
         &format!("LOCK object_name={object};duration=30;timeout={deadline}"),
     );
-    let got = net.wait_reply(c, Duration::from_secs(60)).expect("answered");
+    let got = net
+        .wait_reply(c, Duration::from_secs(60))
+        .expect("answered");
     assert_eq!(got.command, "LOCKED", "{got}");
     net.send(c, &format!("UNLOCK object_name={object}"));
     let done = net.wait_reply(c, Duration::from_secs(2)).expect("unlocked");
@@ -391,17 +393,29 @@ fn a_forged_epoch_at_the_end_of_u64_is_refused_and_fences_stay_sane() {
     let max = u64::MAX;
     for to in 0..3 {
         let from = (to + 1) % 3;
-        net.inject(to, from, &format!("LOCKLEADERS epoch={max};leader0={leader0}"));
+        net.inject(
+            to,
+            from,
+            &format!("LOCKLEADERS epoch={max};leader0={leader0}"),
+        );
         net.inject(
             to,
             from,
             &format!("LOCKPONG active=0;epoch={max};serial=1;view=0;wall={max}"),
         );
-        net.inject(to, from, &format!("LOCKLEADERS epoch={};leader0={leader0}", max >> 20));
+        net.inject(
+            to,
+            from,
+            &format!("LOCKLEADERS epoch={};leader0={leader0}", max >> 20),
+        );
     }
     net.run_for(Duration::from_secs(3));
     for i in 0..3 {
-        assert_eq!(epoch_of(&mut net, i), epoch, "node{i} adopted a forged epoch");
+        assert_eq!(
+            epoch_of(&mut net, i),
+            epoch,
+            "node{i} adopted a forged epoch"
+        );
     }
     let after = fence_of_a_grant(&mut net, 1, "f");
     assert!(after > before, "{after} > {before}");
@@ -413,9 +427,15 @@ fn a_forged_epoch_at_the_end_of_u64_is_refused_and_fences_stay_sane() {
         n.all_ready() && epoch_of(n, 0) > epoch
     });
     let next = epoch_of(&mut net, 0);
-    assert!(next < net.wall_ms(0) + 1000, "epoch {next} is ahead of the clock");
+    assert!(
+        next < net.wall_ms(0) + 1000,
+        "epoch {next} is ahead of the clock"
+    );
     let last = fence_of_a_grant(&mut net, 0, "f");
-    assert!(last > after && last < (net.wall_ms(0) + 1000) << 20, "{last}");
+    assert!(
+        last > after && last < (net.wall_ms(0) + 1000) << 20,
+        "{last}"
+    );
 }
 
 #[test]
@@ -466,4 +486,31 @@ fn without_its_record_a_restarted_cluster_draws_fences_that_go_back() {
     net.plant = snaplock_proto::cluster::Plant::IgnorePersisted;
     let (first, second) = fences_across_a_restart_with_clocks_set_back(&mut net);
     assert!(second < first, "{second} < {first}");
+}
+
+#[test]
+fn an_agent_whose_record_names_a_later_epoch_takes_no_earlier_one() {
+    // A member that is no leader had adopted an epoch the others never
+    // heard of (it was cut off with another conductor), then restarted: it
+    // must not answer in the cluster's smaller epoch, whose fences may be
+    // below the ones it saw; the conductor elects past it instead (without
+    // the rule it would join the old epoch, which would go on).
+    let mut net = Net::new(5, 24);
+    net.run_until(Duration::from_secs(10), |n| n.all_ready());
+    let epoch = epoch_of(&mut net, 0);
+    let leaders = net.leader_nodes(0);
+    let j = (0..5).find(|i| !leaders.contains(i)).unwrap();
+    net.crash(j);
+    let later = epoch + 600_000;
+    net.disks[j].epoch = later;
+    net.disks[j].fence = later << 20;
+    net.restart(j);
+    net.run_until(Duration::from_secs(20), |n| {
+        n.all_ready() && epoch_of(n, 0) != epoch
+    });
+    let now = epoch_of(&mut net, 0);
+    assert!(now > later, "{now} > {later}");
+    assert_eq!(epoch_of(&mut net, j), now);
+    let fence = fence_of_a_grant(&mut net, j, "later");
+    assert!(fence > later << 20);
 }

@@ -10,8 +10,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use snaplock_proto::wire::Message;
 use snaplock_proto::cluster::Persisted;
+use snaplock_proto::wire::Message;
 use snaplock_proto::{ClientId, ClusterConfig, Core, Input, Output};
 
 use super::checker::{Checker, secs};
