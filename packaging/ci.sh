@@ -101,6 +101,7 @@ dpkg-query -W -f='${Conffiles}\n' snaplock | grep -q ' /etc/snaplock/snaplock.co
 unit=$(grep -E '^(/usr)?/lib/systemd/system/snaplock\.service$' "$tmp/snaplock.files") \
     || die "no snaplock.service in the package"
 grep -qx 'Type=notify' "$unit" || die "$unit is not Type=notify"
+grep -qx 'StateDirectory=snaplock' "$unit" || die "$unit keeps no state directory"
 ls -l /etc/systemd/system/multi-user.target.wants/snaplock.service \
     || die "the unit was not enabled"
 /usr/sbin/snaplockd --version
@@ -116,7 +117,8 @@ sock=$tmp/s.sock
 chgrp snaplock "$tmp"
 chmod 0770 "$tmp"
 setpriv --reuid=snaplock --regid=snaplock --init-groups -- \
-    /usr/sbin/snaplockd --socket "$sock" --server-name ci --log-level debug 2>"$tmp/agent.log" &
+    /usr/sbin/snaplockd --socket "$sock" --state-dir "$tmp/state" --server-name ci \
+    --log-level debug 2>"$tmp/agent.log" &
 agent=$!
 cli=/usr/bin/snaplock-cli
 for _ in $(seq 100); do
@@ -178,6 +180,9 @@ set -e
 agent=
 [ "$code" -eq 0 ] || { cat "$tmp/agent.log" >&2; die "snaplockd exited with $code"; }
 [ ! -e "$sock" ] || die "snaplockd left its socket"
+# Its record of epoch and fences, kept for the next start.
+head -n 1 "$tmp/state/ci.state" | grep -qx 'snaplock-state 1' \
+    || die "snaplockd kept no record in $tmp/state/ci.state"
 
 say "purge (dpkg --purge)"
 DEBIAN_FRONTEND=noninteractive timeout 300 dpkg --purge "${packages[@]}"
@@ -197,7 +202,7 @@ for p in "${packages[@]}"; do
         fi
     done <"$tmp/$p.files"
 done
-for f in /etc/snaplock /etc/systemd/system/multi-user.target.wants/snaplock.service \
+for f in /etc/snaplock /var/lib/snaplock /etc/systemd/system/multi-user.target.wants/snaplock.service \
     /var/lib/systemd/deb-systemd-helper-enabled/snaplock.service.dsh-also \
     /var/lib/systemd/deb-systemd-helper-enabled/multi-user.target.wants/snaplock.service; do
     if [ -e "$f" ] || [ -L "$f" ]; then die "$f is left after the purge"; fi

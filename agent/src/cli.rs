@@ -33,6 +33,7 @@ pub struct Invocation {
 /// Options that mirror a configuration key: (long option, key).
 const KEY_OPTIONS: &[(&str, &str)] = &[
     ("socket", "socket"),
+    ("state-dir", "state_dir"),
     ("listen", "listen"),
     ("neighbors", "neighbors"),
     ("server-name", "server_name"),
@@ -55,6 +56,12 @@ pub fn make_opts() -> getopts::Options {
         "FILE",
     );
     opts.optopt("", "socket", "client socket path", "PATH");
+    opts.optopt(
+        "",
+        "state-dir",
+        "where the record of epoch and fences is kept (default: /var/lib/snaplock)",
+        "DIR",
+    );
     opts.optopt(
         "",
         "listen",

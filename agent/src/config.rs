@@ -21,6 +21,7 @@ use snaplock_proto::paths::{self, SocketSources};
 use snaplock_proto::wire::is_valid_name;
 
 use crate::peers::{self, secret::Secret};
+use crate::state::{self, StateDir};
 
 /// Where the packaged configuration lives.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/snaplock/snaplock.conf";
@@ -31,6 +32,7 @@ pub const KEYS: &[&str] = &[
     "socket",
     "socket_group",
     "socket_mode",
+    "state_dir",
     "cluster_name",
     "listen",
     "neighbors",
@@ -118,6 +120,8 @@ pub struct Settings {
     pub socket_group: Option<GroupSpec>,
     /// `socket_mode`.
     pub socket_mode: Option<u32>,
+    /// `state_dir`.
+    pub state_dir: Option<PathBuf>,
     /// `cluster_name`.
     pub cluster_name: Option<String>,
     /// `listen`.
@@ -171,6 +175,7 @@ impl Settings {
                 self.cluster_name = Some(value.to_owned());
             }
             "socket" => self.socket = non_empty(value).map(PathBuf::from),
+            "state_dir" => self.state_dir = non_empty(value).map(PathBuf::from),
             "socket_group" => {
                 self.socket_group = non_empty(value).map(|v| match v.parse::<u32>() {
                     Ok(gid) => GroupSpec::Gid(gid),
@@ -285,6 +290,7 @@ impl Settings {
             socket: over.socket.or(self.socket),
             socket_group: over.socket_group.or(self.socket_group),
             socket_mode: over.socket_mode.or(self.socket_mode),
+            state_dir: over.state_dir.or(self.state_dir),
             cluster_name: over.cluster_name.or(self.cluster_name),
             listen: over.listen.or(self.listen),
             neighbors: over.neighbors.or(self.neighbors),
@@ -416,6 +422,14 @@ pub struct Environment {
     pub uid: u32,
     /// `$NOTIFY_SOCKET`, where systemd listens for `READY=1`.
     pub notify_socket: Option<OsString>,
+    /// `$STATE_DIRECTORY`, set by systemd's `StateDirectory=`.
+    pub state_directory: Option<PathBuf>,
+    /// Whether `/var/lib/snaplock` exists.
+    pub var_lib_exists: bool,
+    /// `$XDG_STATE_HOME`.
+    pub xdg_state_home: Option<PathBuf>,
+    /// `$HOME`.
+    pub home: Option<PathBuf>,
 }
 
 impl Environment {
@@ -431,6 +445,10 @@ impl Environment {
             xdg_runtime_dir: var("XDG_RUNTIME_DIR").map(PathBuf::from),
             uid: nix::unistd::getuid().as_raw(),
             notify_socket: var("NOTIFY_SOCKET"),
+            state_directory: var("STATE_DIRECTORY").map(PathBuf::from),
+            var_lib_exists: Path::new(state::VAR_LIB_DIR).is_dir(),
+            xdg_state_home: var("XDG_STATE_HOME").map(PathBuf::from),
+            home: var("HOME").map(PathBuf::from),
         }
     }
 }
@@ -499,6 +517,8 @@ pub struct AgentConfig {
     pub log_source: LogSource,
     /// `$NOTIFY_SOCKET`: where to send `READY=1` and `STOPPING=1`.
     pub notify_socket: Option<OsString>,
+    /// Where the record of epoch and fences is kept ([`crate::state`]).
+    pub state_dir: StateDir,
 }
 
 impl AgentConfig {
@@ -519,6 +539,7 @@ impl AgentConfig {
             log_level: LevelFilter::Info,
             log_source: LogSource::default(),
             notify_socket: None,
+            state_dir: StateDir::Off,
         }
     }
 }
@@ -653,6 +674,15 @@ pub fn build(
         log_level: s.log_level.unwrap_or(defaults.log_level),
         log_source,
         notify_socket: env.notify_socket.clone(),
+        state_dir: match s.state_dir {
+            Some(dir) => StateDir::Given(dir),
+            None => StateDir::Defaults(state::default_dirs(
+                env.state_directory.as_deref(),
+                env.var_lib_exists,
+                env.xdg_state_home.as_deref(),
+                env.home.as_deref(),
+            )),
+        },
     })
 }
 

@@ -30,6 +30,7 @@ use mio::event::Event;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use snaplock_proto::cluster::Persisted;
 use snaplock_proto::wire::{self, Frame};
 use snaplock_proto::{ClientId, Core, Credentials, Input, Malformed, Now, Output, Time};
 
@@ -40,6 +41,7 @@ use crate::listen::{self, SocketFile};
 use crate::notify::Notifier;
 use crate::peers::{self, Peers};
 use crate::signals::{self, Signals};
+use crate::state::{self, StateFile};
 use crate::{AgentError, AgentHandle, Control};
 
 const LISTENER: Token = Token(0);
@@ -150,6 +152,9 @@ pub(crate) struct EventLoop {
     busy_poll: Duration,
     last_busy: Option<Time>,
     peers: Peers,
+    /// The record of epoch and fences, when kept ([`crate::state`]).
+    state: Option<StateFile>,
+    persist_errors: RateLimit,
 }
 
 impl EventLoop {
@@ -212,6 +217,8 @@ impl EventLoop {
                     None
                 }
             });
+        let (state, record) = state::open(&cfg.state_dir, &cfg.core.server_name)?;
+        cfg.core.cluster.persisted = record;
         let clock = Clock::start();
         let peers = Peers::new(
             &cfg,
@@ -249,6 +256,8 @@ impl EventLoop {
             accept_again: false,
             accept_paused_until: None,
             accept_errors: RateLimit::new(),
+            state,
+            persist_errors: RateLimit::new(),
             lingering: BTreeSet::new(),
             read_buf: vec![0; READ_BUF].into_boxed_slice(),
             max_line: cfg.max_line_length,
@@ -426,6 +435,22 @@ impl EventLoop {
                     self.peers.send(self.poll.registry(), now, peer, &msg)
                 }
                 Output::PeerClose { peer } => self.peers.close(self.poll.registry(), now, peer),
+                Output::Persist(record) => self.persist(now, &record),
+            }
+        }
+    }
+
+    /// Writes the record before anything queued after it leaves (replies
+    /// and peer lines are written at the end of the iteration).
+    fn persist(&mut self, now: Now, record: &Persisted) {
+        let Some(file) = &self.state else { return };
+        if let Err(e) = file.save(record) {
+            if let Some(quiet) = self.persist_errors.allow(now.mono) {
+                log::error!(
+                    "cannot keep {record} in {}: {e}; after a restart this agent's fences \
+                     rest on the wall clocks ({quiet} more failures since the last report)",
+                    file.path().display()
+                );
             }
         }
     }

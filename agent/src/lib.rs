@@ -34,6 +34,7 @@ pub mod logging;
 pub mod notify;
 pub mod peers;
 pub mod signals;
+pub mod state;
 
 pub use config::{AgentConfig, ConfigError};
 

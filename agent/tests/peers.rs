@@ -653,6 +653,8 @@ fn two_agents_started_together_keep_exactly_one_link() {
         let args: Vec<String> = [
             "--socket",
             socket.to_str().unwrap(),
+            "--state-dir",
+            dir.path().to_str().unwrap(),
             "-n",
             name,
             "--listen",

@@ -223,6 +223,7 @@ fn drain(core: &mut Core, open: &BTreeSet<u64>, up: &BTreeSet<u64>, ids: &mut Ve
             Output::PeerClose { peer } => {
                 assert!(up.contains(&peer.0), "closing a link that is down: {out:?}");
             }
+            Output::Persist(_) => {}
         }
     }
 }

@@ -62,6 +62,7 @@ fn render_output(out: &Output) -> String {
         Output::Close { client } => format!("close {}", client.0),
         // One computer: there are no peers.
         Output::PeerSend { peer, .. } | Output::PeerClose { peer } => format!("peer {}", peer.0),
+        Output::Persist(record) => format!("persist {record}"),
     }
 }
 
@@ -201,7 +202,10 @@ impl Player {
 
     fn drain(&mut self) {
         while let Some(out) = self.core().poll_output() {
-            self.pending.push(render_output(&out));
+            // The record on disk is the shell's business, not a reply.
+            if !matches!(out, Output::Persist(_)) {
+                self.pending.push(render_output(&out));
+            }
         }
     }
 

@@ -48,6 +48,7 @@ fn options(seed: u64) -> Options {
             "DoubleVote" => Plant::DoubleVote,
             "CarryByAnswer" => Plant::CarryByAnswer,
             "KeepOrphans" => Plant::KeepOrphans,
+            "IgnorePersisted" => Plant::IgnorePersisted,
             other => panic!("SIM_PLANT={other:?}: not a planted bug"),
         };
         opts.liveness = false;
@@ -198,7 +199,7 @@ fn long_sweep() {
 
 /// Seeds that once broke a property, each with what it found; they must
 /// stay clean.
-const FIXED: [(u64, &str); 24] = [
+const FIXED: [(u64, &str); 42] = [
     (
         94,
         "S2: an object's last fence forgotten with its last ticket",
@@ -271,6 +272,27 @@ const FIXED: [(u64, &str); 24] = [
         "L2: the collector lost the news of a late report while its own state waited to be installed",
     ),
     (7107050, "L2: the same, 5 agents"),
+    (
+        31006077,
+        "S2 (unsynchronized clocks): a quorum of restarted agents and agents that never heard of the latest epoch drew fences below it; fixed by the record on disk",
+    ),
+    (31006261, "S2: the same, 3 agents"),
+    (1161, "S2: the same"),
+    (4382, "S2: the same"),
+    (4386, "S2: the same"),
+    (5080, "S2: the same"),
+    (8067, "S2: the same"),
+    (8121, "S2: the same"),
+    (15052, "S2: the same"),
+    (19029, "S2: the same"),
+    (7309117, "S2: the same"),
+    (7315568, "S2: the same"),
+    (7317455, "S2: the same"),
+    (7317739, "S2: the same"),
+    (7403240, "S2: the same"),
+    (7403522, "S2: the same"),
+    (7404260, "S2: the same"),
+    (7406724, "S2: the same"),
 ];
 
 #[test]
@@ -283,37 +305,6 @@ fn seeds_that_once_failed_stay_clean() {
             sim::replay_command(seed)
         );
     }
-}
-
-/// Seeds that still break a property, all the same limit (docs/cluster.md,
-/// "Limits"): with unsynchronized wall clocks, a quorum formed by agents
-/// that restarted with their memory lost and agents that never heard of
-/// the latest epoch draws fences below those of that epoch, which an agent
-/// cut off from them still remembers.
-const OPEN: [(u64, &str); 8] = [
-    (1161, "S2"),
-    (4382, "S2"),
-    (4386, "S2"),
-    (5080, "S2"),
-    (8067, "S2"),
-    (8121, "S2"),
-    (15052, "S2"),
-    (19029, "S2"),
-];
-
-#[test]
-#[ignore = "known failures of a documented limit: see OPEN"]
-fn seeds_still_open() {
-    let failing = still_failing(&OPEN);
-    assert!(failing.is_empty(), "still failing: {failing:?}");
-}
-
-/// The seeds of `list` whose run still breaks a property.
-fn still_failing(list: &[(u64, &str)]) -> Vec<u64> {
-    list.iter()
-        .filter(|(seed, _)| !sim::run(&options(*seed)).ok())
-        .map(|(seed, _)| *seed)
-        .collect()
 }
 
 #[test]
@@ -689,4 +680,22 @@ fn a_planted_revocation_of_a_silent_owners_locks_is_caught() {
 fn a_planted_name_taken_by_nobody_is_caught() {
     let caught = first_victim_catch(Plant::KeepOrphans, &["L5"], PLANT_SEEDS);
     assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+}
+
+/// Seeds whose S2 failure came from agents restarting without memory
+/// while wall clocks were far apart (the old limit, now in `FIXED`).
+const RESTART_S2: [u64; 4] = [31006077, 31006261, 4382, 7309117];
+
+#[test]
+fn a_planted_loss_of_the_record_on_disk_is_caught() {
+    // Without their record, restarted agents draw fences below the ones
+    // they saw: S2 catches it, across the restart, in each of these runs.
+    for seed in RESTART_S2 {
+        let mut opts = options(seed);
+        opts.plant = Plant::IgnorePersisted;
+        opts.liveness = false;
+        let planted = sim::run(&opts);
+        let rule = planted.violations.first().map(|v| v.rule);
+        assert_eq!(rule, Some("S2"), "seed {seed}: {planted}");
+    }
 }

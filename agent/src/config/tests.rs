@@ -10,6 +10,7 @@ fn env() -> Environment {
         xdg_runtime_dir: Some("/run/user/1000".into()),
         uid: 1000,
         notify_socket: None,
+        ..Environment::default()
     }
 }
 

@@ -83,6 +83,8 @@ impl Cluster {
         let child = snaplockd()
             .arg("--socket")
             .arg(self.socket(i))
+            .arg("--state-dir")
+            .arg(self.dir.path())
             .args(["-n", &format!("node{i}")])
             .args(["--listen", &format!("127.0.0.1:{}", self.ports[i])])
             .args(["--neighbors", &neighbors.join(",")])

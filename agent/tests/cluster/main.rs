@@ -290,3 +290,40 @@ fn thousands_of_held_locks_survive_the_sigkill_of_a_leader() {
     assert_eq!(got.command, "LOCKED", "{got}");
     assert!(fence(&got) > top, "{} > {top}", fence(&got));
 }
+
+#[test]
+fn every_agent_keeps_a_record_and_a_cluster_killed_whole_starts_above_it() {
+    let mut c = Cluster::start("record", 3);
+    let mut client = Client::connect(&c.socket(1));
+    let lock = format!(
+        "LOCK object_name=rec;duration=10;timeout={}",
+        deadline_in(20.0)
+    );
+    client.send(&lock);
+    let first = fence(&client.recv());
+    let epoch: u64 = c.info(0).get_str("epoch").unwrap().parse().unwrap();
+    drop(client);
+    let records: Vec<String> = (0..3)
+        .map(|i| std::fs::read_to_string(c.dir.path().join(format!("node{i}.state"))).unwrap())
+        .collect();
+    for r in &records {
+        assert!(r.starts_with("snaplock-state 1\n"), "{r}");
+        assert!(r.contains(&format!("epoch={epoch}\n")), "{r}");
+    }
+    for i in 0..3 {
+        c.signal(i, Signal::SIGKILL);
+        c.wait_exit(i);
+    }
+    for i in 0..3 {
+        c.restart(i);
+    }
+    for i in 0..3 {
+        c.wait_ready(i, Duration::from_secs(30));
+    }
+    let mut client = Client::connect(&c.socket(2));
+    client.send(&lock);
+    let second = fence(&client.recv());
+    assert!(second > first, "{second} > {first}");
+    let logs = c.logs();
+    assert!(logs.contains("starting above epoch"), "{logs}");
+}

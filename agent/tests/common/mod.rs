@@ -250,7 +250,14 @@ pub fn snaplockd() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_snaplockd"));
     cmd.env_remove("RUST_LOG")
         .env_remove("NOTIFY_SOCKET")
-        .env_remove("SNAPLOCK_SOCKET");
+        .env_remove("SNAPLOCK_SOCKET")
+        .env_remove("STATE_DIRECTORY");
+    // Records of epoch and fences out of the tester's home (each test that
+    // runs a cluster gives its agents their own --state-dir).
+    cmd.env(
+        "XDG_STATE_HOME",
+        std::env::temp_dir().join("snaplock-tests-state"),
+    );
     cmd
 }
 

@@ -31,6 +31,9 @@ pub struct ClusterConfig {
     /// An agent that cannot reach a majority of acting leaders for this
     /// long revokes its clients' locks (`UNLOCKED error=lost`).
     pub grace: Duration,
+    /// What this agent kept on disk when it last ran (the shell reads it;
+    /// zero: nothing kept). It never draws or adopts below it.
+    pub persisted: super::persist::Persisted,
     /// A deliberate bug, for tests that prove the simulator catches it.
     #[doc(hidden)]
     pub plant: Plant,
@@ -60,6 +63,8 @@ pub enum Plant {
     /// A counted late report leaves the inherited tickets its home no
     /// longer has: their names stay taken by nobody (L5).
     KeepOrphans,
+    /// A restarted agent starts without its record (epoch, fence).
+    IgnorePersisted,
 }
 
 impl Default for ClusterConfig {
@@ -74,6 +79,7 @@ impl Default for ClusterConfig {
             ping_interval: Duration::from_millis(250),
             peer_timeout: Duration::from_secs(2),
             grace: Duration::from_secs(5),
+            persisted: super::persist::Persisted::default(),
             plant: Plant::None,
         }
     }

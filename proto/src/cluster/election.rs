@@ -71,7 +71,7 @@ impl Core {
             self.note_epoch_seen(now, max);
         }
         self.note_epoch_seen(now, epoch);
-        if epoch > self.cluster.epoch && !leaders.is_empty() {
+        if self.may_adopt(epoch) && !leaders.is_empty() {
             self.adopt(now, epoch, leaders);
         } else if epoch < self.cluster.epoch {
             let mut news = Message::new("LOCKLEADERS");
@@ -88,10 +88,18 @@ impl Core {
         if leaders.is_empty() {
             return Err(Bad("leader0"));
         }
-        if epoch > self.cluster.epoch {
+        if self.may_adopt(epoch) {
             self.adopt(now, epoch, leaders);
         }
         Ok(())
+    }
+
+    /// A newer epoch, and none older than the one this agent had adopted
+    /// before it restarted (its record): an epoch drawn without knowing
+    /// that one may start its fences below those it saw. The conductor
+    /// elects past it (`maybe_elect`, `max_epoch_seen`).
+    fn may_adopt(&self, epoch: u64) -> bool {
+        epoch > self.cluster.epoch && epoch >= self.cluster.min_epoch
     }
 
     pub(crate) fn note_epoch_seen(&mut self, _now: Now, epoch: u64) {
@@ -179,9 +187,13 @@ impl Core {
         });
         // So is this very agent, a leader that never became ready.
         let not_ready = c.leading.as_ref().is_some_and(|l| !l.ready);
+        // Somebody connected had adopted a later epoch before it restarted
+        // and takes no earlier one: elect past it.
+        let behind = c.max_epoch_seen > c.epoch;
         let stuck = leaders_ok
             && (conflict
-                || settled && (self.contact_time(now.mono).is_none() || lagging || not_ready));
+                || settled
+                    && (self.contact_time(now.mono).is_none() || lagging || not_ready || behind));
         if leaders_ok && !stuck {
             return;
         }
@@ -267,6 +279,8 @@ impl Core {
         if c.leaders[0] == c.me {
             c.collect = Some(super::handover::Collect::new(now.mono));
         }
+        // On disk before this agent answers anybody in the new epoch.
+        self.persist();
         let mut news = Message::new("LOCKLEADERS");
         self.put_leaders(&mut news);
         let peers: Vec<PeerId> = self

@@ -86,7 +86,7 @@ impl Core {
                 }
             }
         }
-        self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
+        self.raise_floor(fence);
         let mut m = ticket_msg("LOCKACTIVATED", self.cluster.epoch, object, home, req);
         m.set_u64("fence", fence);
         m.set("ok", if ok { "true" } else { "false" });

@@ -280,6 +280,7 @@ impl Core {
         match part {
             "leader" | "home" => {
                 let tickets = read_batch(msg, Some(from))?;
+                super::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
                 if (r.leader.len() + r.home.len() + tickets.len()) as u64 > max_tickets {
                     collect.partial.remove(from);
                     return Err(Bad("part (too many tickets)"));
@@ -509,7 +510,7 @@ impl Core {
             floor = floor.max(*fence);
         }
         let epoch = self.cluster.epoch;
-        let base = (epoch << 20).max(floor + 1);
+        let base = super::persist::fence_base(epoch).max(floor + 1);
         let carried = reports
             .values()
             .filter(|r| r.ready_epoch == e_max)
@@ -624,6 +625,7 @@ impl Core {
                 match part {
                     "state" => {
                         let tickets = read_batch(msg, None)?;
+                        super::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
                         if s.tickets.len() + tickets.len() > self.config.max_tickets * 2 {
                             l.state_in = None;
                             return Err(Bad("part (too many tickets)"));
@@ -752,7 +754,6 @@ impl Core {
         l.self_in_state = s.reporters.contains(&self.cluster.me);
         l.reporters = s.reporters;
         l.ready = true;
-        self.cluster.fence_floor = self.cluster.fence_floor.max(s.base.saturating_sub(1));
         log::info!(
             "epoch {}: leading with {} held locks",
             self.cluster.epoch,
@@ -762,6 +763,7 @@ impl Core {
         for (home, tickets) in late {
             self.weigh_late(now, &home, tickets);
         }
+        self.raise_floor(s.base.saturating_sub(1));
         let early = std::mem::take(&mut self.cluster.early);
         for (from, msg) in early {
             let cmd = msg.command.clone();

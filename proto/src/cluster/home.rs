@@ -185,7 +185,7 @@ impl Core {
         }
         let (name, t) = found.expect("deliverable");
         self.cluster.submitted.remove(&id);
-        self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
+        self.raise_floor(fence);
         self.deliver_grant(now, &name, id, fence, &t);
         Ok(())
     }

@@ -313,7 +313,7 @@ impl Core {
                 .max(self.cluster.fence_floor + 1)
         };
         o.last_fence = fence;
-        self.cluster.fence_floor = self.cluster.fence_floor.max(fence);
+        self.raise_floor(fence);
         fence
     }
 

@@ -98,6 +98,10 @@ impl Core {
         }
         let from = link.id.clone();
         let addr = link.addr;
+        let name = link.name.clone();
+        if self.refuse_far(now, &name, &msg) {
+            return Ok(());
+        }
         if let Some(id) = &from {
             self.cluster.heard.insert(id.clone(), now.mono);
         }
@@ -362,9 +366,14 @@ impl Core {
     }
 }
 
-/// How far the sender's wall clock (`wall=`, ms) is ahead of ours.
+/// How far the sender's wall clock (`wall=`, ms) is ahead of ours; never
+/// more than [`MAX_EPOCH_AHEAD`](super::persist::MAX_EPOCH_AHEAD) (a
+/// message saying more is refused before it gets here).
 pub(crate) fn wall_ahead(now: Now, msg: &Message) -> u64 {
     msg.get_str("wall")
         .and_then(|v| v.parse::<u64>().ok())
-        .map_or(0, |w| w.saturating_sub(now.wall.0 / 1000))
+        .map_or(0, |w| {
+            w.min(super::persist::epoch_limit(now))
+                .saturating_sub(now.wall.0 / 1000)
+        })
 }

@@ -16,6 +16,7 @@ mod leader;
 mod links;
 mod ltable;
 mod merge;
+pub mod persist;
 mod status;
 mod vouch;
 pub(crate) mod wire;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 pub use batch::{TicketRecord, ticket_records};
 pub use config::{ClusterConfig, Plant};
+pub use persist::Persisted;
 
 use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
@@ -156,6 +158,12 @@ pub(crate) struct Cluster {
     pub carried: vouch::Carried,
     /// Largest fence this agent knows of.
     pub fence_floor: u64,
+    /// What is on disk, or asked to be written ([`persist`]).
+    pub persisted: Persisted,
+    /// The epoch this agent had adopted when it last stopped (from its
+    /// record): it never adopts a smaller one (docs/cluster.md, S2).
+    pub min_epoch: u64,
+    pub far_warnings: persist::FarWarnings,
     pub next_tick: Time,
     pub ping_serial: u64,
     pub last_election: Option<Time>,
@@ -187,6 +195,11 @@ impl Cluster {
         let multi = cfg.is_multi();
         let n = members.len().max(1);
         let mut rng = ids::SplitMix64::new(cfg.seed);
+        let kept = if cfg.plant == Plant::IgnorePersisted {
+            Persisted::default()
+        } else {
+            cfg.persisted
+        };
         let me: Id = ids::make_id(
             cfg.candidate_priority,
             rng.next_u32(),
@@ -210,7 +223,7 @@ impl Cluster {
             view: 0,
             leaders: Vec::new(),
             epoch_since: now.mono,
-            max_epoch_seen: 0,
+            max_epoch_seen: kept.epoch,
             heard: BTreeMap::new(),
             contact: BTreeMap::new(),
             leading: None,
@@ -226,7 +239,10 @@ impl Cluster {
             was_in_contact: false,
             lapsed_owners: 0,
             carried: vouch::Carried::default(),
-            fence_floor: 0,
+            fence_floor: kept.fence,
+            persisted: cfg.persisted,
+            min_epoch: kept.epoch,
+            far_warnings: persist::FarWarnings::default(),
             next_tick: now.mono,
             ping_serial: 0,
             last_election: None,

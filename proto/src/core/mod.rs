@@ -196,6 +196,12 @@ pub enum Output {
         /// The link.
         peer: PeerId,
     },
+    /// Write this record durably (replacing the last one) before carrying
+    /// out the outputs after it; hand it back through
+    /// [`ClusterConfig::persisted`] when the agent starts again. Asked at
+    /// each epoch change and each time the fences pass the last record's
+    /// reservation, not at each grant.
+    Persist(crate::cluster::Persisted),
 }
 
 /// A call the shell should not have made; the state is unchanged.
@@ -262,18 +268,39 @@ impl Core {
     /// [`Config::validate`].
     pub fn new(config: Config, now: Now) -> Core {
         let cluster = crate::cluster::Cluster::new(&config.cluster, &config.server_name, now);
-        Core {
+        // Alone, the fences start above the record's too: a clock set back
+        // across a restart must not make them go back.
+        let solo_epoch = (now.wall.0 / 1000).max(cluster.min_epoch).max(1);
+        let last_fence = if cluster.multi {
+            0
+        } else {
+            cluster.fence_floor
+        };
+        let mut core = Core {
             config,
             table: Table::default(),
             clients: BTreeMap::new(),
             out: VecDeque::new(),
             last_now: now.mono,
             next_ticket: 1,
-            last_fence: 0,
-            solo_epoch: (now.wall.0 / 1000).max(1),
+            last_fence,
+            solo_epoch,
             grants: 0,
             stopping: false,
             cluster,
+        };
+        if !core.cluster.multi {
+            core.persist();
+        }
+        core
+    }
+
+    /// The epoch on record: the cluster's, or this computer's alone.
+    pub(crate) fn epoch_to_keep(&self) -> u64 {
+        if self.cluster.multi {
+            self.cluster.epoch
+        } else {
+            self.solo_epoch
         }
     }
 
@@ -424,8 +451,10 @@ impl Core {
         for id in self.table.grantable(name, now.mono) {
             // Fences grow with the epoch (wall ms at start) so they keep
             // growing across restarts given a sane clock (docs/cluster.md).
-            self.last_fence = (self.last_fence + 1).max(self.solo_epoch << 20);
+            self.last_fence =
+                (self.last_fence + 1).max(crate::cluster::persist::fence_base(self.solo_epoch));
             let fence = self.last_fence;
+            self.raise_floor(fence);
             let object = &self.table.objects[name];
             let t = object.tickets[object.position(id).expect("granted ticket exists")].clone();
             self.deliver_grant(now, name, id, fence, &t);

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use snaplock_proto::cluster::{Persisted, Plant};
 use snaplock_proto::wire::{Message, parse};
 use snaplock_proto::{
     ClientId, ClusterConfig, Config, Core, Credentials, Input, Now, Output, PeerId, Time, UnixTime,
@@ -34,6 +35,13 @@ pub struct Net {
     /// The next `count` messages of `command` that node `from` sends are
     /// lost (as with a link that broke and came back at once).
     lose: Vec<(usize, String, usize)>,
+    /// Each node's disk: the last record its core asked to keep, handed to
+    /// the core that restarts there.
+    pub disks: Vec<Persisted>,
+    /// How far each node's wall clock is from the others', ms.
+    pub skew_ms: Vec<i64>,
+    /// A bug planted in the cores made from now on.
+    pub plant: Plant,
 }
 
 fn now_of(t: Time) -> Now {
@@ -45,6 +53,11 @@ fn now_of(t: Time) -> Now {
 
 impl Net {
     pub fn new(n: usize, seed: u64) -> Net {
+        Net::with_skew(n, seed, vec![0; n])
+    }
+
+    /// `n` nodes whose wall clocks are `skew_ms` apart from true time.
+    pub fn with_skew(n: usize, seed: u64, skew_ms: Vec<i64>) -> Net {
         let addrs: Vec<SocketAddr> = (0..n)
             .map(|i| format!("127.0.0.1:{}", 4000 + i).parse().unwrap())
             .collect();
@@ -63,6 +76,9 @@ impl Net {
             paused: vec![false; n],
             held: VecDeque::new(),
             lose: Vec::new(),
+            disks: vec![Persisted::default(); n],
+            skew_ms,
+            plant: Plant::None,
         };
         for i in 0..n {
             let core = net.make(i);
@@ -85,12 +101,29 @@ impl Net {
                 neighbors: self.addrs.clone(),
                 seed: self.seed + i as u64,
                 pid: 100 + i as u32,
+                persisted: self.disks[i],
+                plant: self.plant,
                 ..ClusterConfig::default()
             },
             ..Config::default()
         };
         config.validate().unwrap();
-        Core::new(config, now_of(self.t))
+        Core::new(config, self.now(i))
+    }
+
+    /// Node `i`'s wall clock, in ms.
+    pub fn wall_ms(&self, i: usize) -> u64 {
+        self.now(i).wall.0 / 1000
+    }
+
+    /// Node `i`'s time: the common monotonic time, its own wall clock.
+    fn now(&self, i: usize) -> Now {
+        let now = now_of(self.t);
+        let skew = self.skew_ms.get(i).copied().unwrap_or(0) * 1000;
+        Now {
+            mono: now.mono,
+            wall: UnixTime(now.wall.0.saturating_add_signed(skew)),
+        }
     }
 
     fn connect(&mut self, i: usize, j: usize) {
@@ -120,7 +153,8 @@ impl Net {
         );
     }
 
-    fn input(&mut self, i: usize, input: Input, now: Now) {
+    fn input(&mut self, i: usize, input: Input, _now: Now) {
+        let now = self.now(i);
         if let Some(core) = self.cores[i].as_mut() {
             core.handle_input(now, input).unwrap();
         }
@@ -154,6 +188,7 @@ impl Net {
                     }
                 }
                 Output::PeerClose { peer } => self.break_link(i, peer.0),
+                Output::Persist(record) => self.disks[i] = record,
             }
         }
     }
@@ -194,6 +229,7 @@ impl Net {
             if self.paused[i] {
                 continue;
             }
+            let now = self.now(i);
             if let Some(core) = self.cores[i].as_mut() {
                 if core.poll_timeout().is_some_and(|at| at <= self.t) {
                     core.handle_timeout(now);
@@ -382,6 +418,26 @@ impl Net {
                 name.strip_prefix("node").unwrap().parse().unwrap()
             })
             .collect()
+    }
+
+    /// Delivers `line` to node `to` as if node `from` had sent it on their
+    /// link (a peer with the secret can send anything).
+    pub fn inject(&mut self, to: usize, from: usize, line: &str) {
+        let p = self
+            .links
+            .iter()
+            .find(|((n, _), (m, _))| *n == to && *m == from)
+            .map(|((_, p), _)| *p)
+            .expect("linked");
+        let msg = parse(line.as_bytes()).unwrap();
+        self.input(
+            to,
+            Input::PeerMessage {
+                peer: PeerId(p),
+                msg,
+            },
+            now_of(self.t),
+        );
     }
 
     pub fn restart(&mut self, i: usize) {

@@ -290,6 +290,9 @@ impl Driver {
         // and the core may tell the next holder before the last one.
         let mut later = Vec::new();
         for out in batch {
+            if matches!(out, Output::Persist(_)) {
+                continue; // the shell's disk
+            }
             let Output::Reply { client, msg } = out else {
                 return Err("Output::Close outside a shutdown".into());
             };

@@ -515,39 +515,6 @@ impl Checker {
         }
     }
 
-    /// Forgets which fences were given: after a full-cluster restart with
-    /// unsynchronized wall clocks, fences may start below the old ones.
-    pub fn forget_fences(&mut self, t: u64) {
-        let names: Vec<Vec<u8>> = self.objects.keys().cloned().collect();
-        for name in names {
-            self.settle(&name, t);
-        }
-        for obj in self.objects.values_mut() {
-            obj.fences.clear();
-            obj.max_ended_any = None;
-            obj.max_ended_exclusive = None;
-        }
-    }
-
-    /// Forgets the fences of the objects whose largest fence is above
-    /// `known`: every agent that saw it crashed, and with unsynchronized
-    /// wall clocks the next ones may start below it.
-    pub fn forget_fences_above(&mut self, t: u64, known: u64) {
-        let names: Vec<Vec<u8>> = self
-            .objects
-            .iter()
-            .filter(|(_, o)| o.fences.last().is_some_and(|f| *f > known))
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in names {
-            self.settle(&name, t);
-            let obj = self.objects.get_mut(&name).expect("listed");
-            obj.fences.clear();
-            obj.max_ended_any = None;
-            obj.max_ended_exclusive = None;
-        }
-    }
-
     /// Number of grants per object, for the run's statistics.
     pub fn objects_granted(&self) -> usize {
         self.objects.values().filter(|o| o.grants > 0).count()

@@ -300,7 +300,7 @@ impl World {
     }
 
     /// One computer crashes, or several at once (two of three leaders, all
-    /// of them); each restarts later with its memory lost.
+    /// of them); each restarts later with its memory lost, from its disk.
     fn fault_crash(&mut self) {
         let alive: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].core.is_some())

@@ -70,10 +70,6 @@ impl World {
                 },
             );
         }
-        if self.nodes[a].knows || self.nodes[b].knows {
-            self.nodes[a].knows = true;
-            self.nodes[b].knows = true;
-        }
         if self.net_rng.chance(self.knobs.replay_per_million) {
             self.replay_after_reconnect(l, generation);
         }

@@ -3,8 +3,9 @@
 //! N cores run in one thread on virtual time. The simulator plays every
 //! shell and the network between them: TCP-like links with delay, breaks,
 //! partitions (also one-way), retransmissions after reconnect; computers
-//! crash and restart with their memory lost, pause, and run clocks at their
-//! own rates. Workload clients lock a few hot names and obey the lease
+//! crash and restart with their memory lost but their disk (the record of
+//! `Output::Persist`) kept, pause, and run clocks at their own rates and,
+//! in some runs, far apart. Workload clients lock a few hot names and obey the lease
 //! contract; probes check liveness in quiet windows after every fault heals.
 //! The [`checker`] sees every client-visible event and checks S1–S5 online;
 //! the world adds S7, S8 and L1–L4.

@@ -1,7 +1,8 @@
 //! The computers' lives: an agent starts with nothing, crashes with its
-//! memory lost (its links break, its clients see their connections drop),
-//! restarts as a new agent, pauses (nothing reaches it, it does nothing)
-//! and resumes to work through what reached it meanwhile; and its timers.
+//! memory lost but its disk kept (its links break, its clients see their
+//! connections drop), restarts as a new agent from its disk's record,
+//! pauses (nothing reaches it, it does nothing) and resumes to work
+//! through what reached it meanwhile; and its timers.
 
 use std::net::SocketAddr;
 
@@ -13,7 +14,8 @@ use super::world::{CoreSide, Ev, World};
 const MAX_WAKES_PER_INSTANT: u32 = 10_000;
 
 impl World {
-    /// A fresh core for computer `i` (start or restart: nothing remembered).
+    /// A fresh core for computer `i` (start or restart: nothing remembered
+    /// but its disk's record).
     pub(super) fn start_core(&mut self, i: usize) {
         let members: Vec<SocketAddr> = self.nodes.iter().map(|n| n.addr).collect();
         let mut cluster = self.cluster.clone();
@@ -31,6 +33,7 @@ impl World {
                 Some(self.core_rng.between(1, 15) as u8)
             };
         }
+        cluster.persisted = self.nodes[i].disk;
         let config = Config {
             server_name: self.nodes[i].name.clone(),
             cluster,
@@ -46,9 +49,7 @@ impl World {
         node.pending.clear();
         node.running_since = self.now;
         node.wake_at = None;
-        node.knows = self.now == 0;
         self.log(|| format!("n{i} starts"));
-        self.check_memory();
         self.reschedule(i);
         self.update_usable();
     }
@@ -112,7 +113,6 @@ impl World {
         node.paused = false;
         node.pending.clear();
         node.wake_at = None;
-        node.seen = 0;
         self.wire.forget(i);
         // The links break with the process that sent on them: what it sent
         // last is kept under its own incarnation, so that no reconnect
@@ -138,35 +138,7 @@ impl World {
                 self.at(self.now, Ev::ConnDropped(conn));
             }
         }
-        self.check_memory();
         self.update_usable();
-    }
-
-    /// When no running agent descends from the cluster's memory any more,
-    /// everything the cluster knew is lost: a full-cluster restart. Fences
-    /// then grow only if the new epochs' wall clocks are not behind the old
-    /// ones (docs/cluster.md, limits): with unsynchronized wall clocks the
-    /// checker starts its fence history afresh.
-    pub(super) fn check_memory(&mut self) {
-        let alive: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].core.is_some())
-            .collect();
-        if !self.knobs.ntp {
-            // Fences no running agent can know of are lost as well: the
-            // agents that saw them all crashed.
-            let known = alive.iter().map(|&i| self.nodes[i].seen).max().unwrap_or(0);
-            self.checker.forget_fences_above(self.now, known);
-        }
-        if alive.is_empty() || alive.iter().any(|&i| self.nodes[i].knows) {
-            return;
-        }
-        self.log(|| "the cluster's memory is lost".to_owned());
-        if !self.knobs.ntp {
-            self.checker.forget_fences(self.now);
-        }
-        for i in alive {
-            self.nodes[i].knows = true;
-        }
     }
 
     /// Computer `i` restarts with a fresh agent.

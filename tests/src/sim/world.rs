@@ -10,6 +10,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
+use snaplock_proto::cluster::Persisted;
 use snaplock_proto::wire::Message;
 use snaplock_proto::{ClientId, ClusterConfig, Core, Input, Output};
 
@@ -109,13 +110,9 @@ pub(super) struct Node {
     pub wakes_here: (u64, u32),
     /// When it last started running (start, restart or resume).
     pub running_since: u64,
-    /// Whether its agent descends from the cluster's memory: it ran from
-    /// the start, or linked up with an agent that does since it restarted.
-    pub knows: bool,
-    /// The largest fence its agent can know of from what it sent or acted
-    /// on: fences, fence floors and bases, and epochs (an epoch E tells of
-    /// fences up to about `E << 20`).
-    pub seen: u64,
+    /// Its disk: the record its agent asked to keep (`Output::Persist`),
+    /// kept across crashes and handed to the next agent.
+    pub disk: Persisted,
 }
 
 /// The agent's side of a client connection.
@@ -220,8 +217,7 @@ impl World {
                 wake_at: None,
                 wakes_here: (0, 0),
                 running_since: 0,
-                knows: true,
-                seen: 0,
+                disk: Persisted::default(),
             });
         }
         let n = knobs.nodes;
@@ -403,7 +399,6 @@ impl World {
         self.trace_input(i, &input);
         if let Input::PeerMessage { msg, .. } = &input {
             self.wire.processed(i, msg);
-            self.nodes[i].seen = self.nodes[i].seen.max(fence_knowledge(msg));
         }
         let now = self.nodes[i].clock.now(self.now);
         let core = self.nodes[i].core.as_mut().expect("running");
@@ -496,7 +491,6 @@ impl World {
             Output::PeerSend { peer, msg } => {
                 self.trace.num(peer.0);
                 self.trace.message(&msg);
-                self.nodes[i].seen = self.nodes[i].seen.max(fence_knowledge(&msg));
                 if let Err(what) = self.wire.sent(i, &msg) {
                     self.checker.report(self.now, "S6", what);
                 }
@@ -517,6 +511,12 @@ impl World {
                         dir: end,
                     },
                 );
+            }
+            Output::Persist(record) => {
+                // Written at once and durably: what the agent says after
+                // asking for it comes after it is on disk.
+                self.log(|| format!("n{i} keeps {record}"));
+                self.nodes[i].disk = record;
             }
             Output::PeerClose { peer } => {
                 self.trace.bytes(b"peerclose");
@@ -656,15 +656,4 @@ impl World {
 /// A message as one log line.
 pub fn show(msg: &Message) -> String {
     format!("{msg}").trim_end().to_owned()
-}
-
-/// The largest fence a message tells of (see [`Node::seen`]).
-fn fence_knowledge(msg: &Message) -> u64 {
-    let num = |name: &str| -> u64 {
-        msg.get_str(name)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    let epoch = num("epoch").min(u64::MAX >> 20) << 20;
-    epoch.max(num("fence")).max(num("floor")).max(num("base"))
 }

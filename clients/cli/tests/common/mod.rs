@@ -87,6 +87,8 @@ impl Agent {
         let child = Command::new(agent_binary())
             .arg("--socket")
             .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path(""))
             .args(["--log-level", "warn"])
             .stdin(Stdio::null())
             .spawn()

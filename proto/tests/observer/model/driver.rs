@@ -342,6 +342,7 @@ impl Driver {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Close { client } => closed.push(client.0),
+                Output::Persist(_) => {}
                 Output::PeerSend { .. } | Output::PeerClose { .. } => {
                     return Err(format!("one computer spoke to a peer: {out:?}"));
                 }

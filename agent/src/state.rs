@@ -1,0 +1,287 @@
+//! The agent's record on disk: the largest epoch it adopted and a fence
+//! reservation (`snaplock_proto::cluster::Persisted`), so that a restarted
+//! agent never draws or adopts below what it knew (docs/cluster.md, S2).
+//!
+//! The file is `<state_dir>/<server_name>.state`, replaced atomically
+//! (written to `.tmp`, `fsync`, renamed, directory `fsync`) each time the
+//! core asks (`Output::Persist`): at each epoch change and each time the
+//! fences pass the last reservation, not at each grant.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use snaplock_proto::cluster::Persisted;
+
+use crate::AgentError;
+
+/// The packaged state directory (`StateDirectory=snaplock` in the unit).
+pub const VAR_LIB_DIR: &str = "/var/lib/snaplock";
+
+/// Where the record is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateDir {
+    /// Nowhere (agents inside tests): fences after a restart rest on the
+    /// wall clocks alone.
+    Off,
+    /// `state_dir=` / `--state-dir`: it must be usable, or the agent does
+    /// not start.
+    Given(PathBuf),
+    /// The defaults, in order; the first usable one is taken.
+    Defaults(Vec<PathBuf>),
+}
+
+/// The default directories: `$STATE_DIRECTORY` (set by systemd's
+/// `StateDirectory=`), `/var/lib/snaplock` when it exists, then
+/// `$XDG_STATE_HOME/snaplock` or `~/.local/state/snaplock`.
+pub fn default_dirs(
+    state_directory: Option<&Path>,
+    var_lib_exists: bool,
+    xdg_state_home: Option<&Path>,
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = state_directory {
+        // systemd gives a colon-separated list when a unit has several.
+        let first = d
+            .to_string_lossy()
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .to_owned();
+        if !first.is_empty() {
+            dirs.push(PathBuf::from(first));
+        }
+    }
+    if var_lib_exists {
+        dirs.push(PathBuf::from(VAR_LIB_DIR));
+    }
+    match (xdg_state_home, home) {
+        (Some(x), _) => dirs.push(x.join("snaplock")),
+        (None, Some(h)) => dirs.push(h.join(".local/state/snaplock")),
+        (None, None) => {}
+    }
+    dirs
+}
+
+/// Why a record could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenError {
+    /// The directory cannot be made, read or written: another may do.
+    Unusable(String),
+    /// A record is there but does not read: never replaced silently.
+    Broken(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Unusable(e) | OpenError::Broken(e) => f.write_str(e),
+        }
+    }
+}
+
+/// The record's file, once opened.
+#[derive(Debug)]
+pub struct StateFile {
+    dir: PathBuf,
+    path: PathBuf,
+    tmp: PathBuf,
+}
+
+impl StateFile {
+    /// Opens (creating the directory, 0750, when missing) the record of
+    /// `server_name` in `dir`, reads it (nothing kept yet: zero), and
+    /// writes it back to prove the directory writable.
+    pub fn open(dir: &Path, server_name: &str) -> Result<(StateFile, Persisted), OpenError> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(dir)
+            .map_err(|e| OpenError::Unusable(format!("cannot create {}: {e}", dir.display())))?;
+        let file = StateFile {
+            dir: dir.to_owned(),
+            path: dir.join(format!("{server_name}.state")),
+            tmp: dir.join(format!("{server_name}.state.tmp")),
+        };
+        let record = match fs::read_to_string(&file.path) {
+            Ok(text) => Persisted::parse(&text).map_err(|e| {
+                OpenError::Broken(format!(
+                    "{}: not a snaplock record ({e}); restore it, or remove it if the fences of \
+                     this cluster may start again from the wall clock",
+                    file.path.display()
+                ))
+            })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Persisted::default(),
+            Err(e) => {
+                return Err(OpenError::Unusable(format!(
+                    "cannot read {}: {e}",
+                    file.path.display()
+                )));
+            }
+        };
+        file.save(&record).map_err(|e| {
+            OpenError::Unusable(format!("cannot write {}: {e}", file.path.display()))
+        })?;
+        Ok((file, record))
+    }
+
+    /// Where the record is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces the record durably: written to a temporary file, synced,
+    /// renamed over the old one, and the directory synced.
+    pub fn save(&self, record: &Persisted) -> io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o640)
+            .open(&self.tmp)?;
+        f.write_all(record.to_text().as_bytes())?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&self.tmp, &self.path)?;
+        File::open(&self.dir)?.sync_all()
+    }
+}
+
+/// Opens the record where `dir` says; logs where it is kept, or why not.
+pub fn open(
+    dir: &StateDir,
+    server_name: &str,
+) -> Result<(Option<StateFile>, Persisted), AgentError> {
+    let candidates = match dir {
+        StateDir::Off => return Ok((None, Persisted::default())),
+        StateDir::Given(d) => {
+            return match StateFile::open(d, server_name) {
+                Ok((file, record)) => {
+                    log_kept(&file, &record);
+                    Ok((Some(file), record))
+                }
+                Err(e) => Err(AgentError::Config(format!("state_dir: {e}"))),
+            };
+        }
+        StateDir::Defaults(candidates) => candidates,
+    };
+    for d in candidates {
+        match StateFile::open(d, server_name) {
+            Ok((file, record)) => {
+                log_kept(&file, &record);
+                return Ok((Some(file), record));
+            }
+            Err(OpenError::Broken(e)) => return Err(AgentError::Config(format!("state: {e}"))),
+            Err(OpenError::Unusable(e)) => {
+                log::warn!("state directory {} is not usable: {e}", d.display());
+            }
+        }
+    }
+    log::warn!(
+        "no usable state directory (tried: {}): this agent keeps no record of its epoch and \
+         fences, so after a restart they rest on the computers' wall clocks being in step; \
+         set state_dir= or --state-dir",
+        candidates
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok((None, Persisted::default()))
+}
+
+fn log_kept(file: &StateFile, record: &Persisted) {
+    if *record == Persisted::default() {
+        log::info!(
+            "record of epoch and fences kept in {} (new)",
+            file.path().display()
+        );
+    } else {
+        log::info!(
+            "record of epoch and fences kept in {}: starting above {record}",
+            file.path().display()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("snaplock-state-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_record_survives_a_reopen() {
+        let dir = temp("reopen");
+        let (file, first) = StateFile::open(&dir.join("sub"), "web1").expect("opens");
+        assert_eq!(first, Persisted::default());
+        let r = Persisted {
+            epoch: 1_700_000_000_000,
+            fence: 1 << 60,
+        };
+        file.save(&r).expect("saved");
+        let (_, again) = StateFile::open(&dir.join("sub"), "web1").expect("opens");
+        assert_eq!(again, r);
+        assert!(!dir.join("sub/web1.state.tmp").exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_broken_record_stops_the_agent_with_its_path() {
+        let dir = temp("broken");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("web1.state"), "garbage").unwrap();
+        let e = open(&StateDir::Given(dir.clone()), "web1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("web1.state"), "{e}");
+        // Among the defaults too: a record that cannot be read is never
+        // silently replaced.
+        let e = open(&StateDir::Defaults(vec![dir.clone()]), "web1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a snaplock record"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_unusable_default_falls_through_to_the_next() {
+        let dir = temp("fallback");
+        fs::create_dir_all(&dir).unwrap();
+        let not_a_dir = dir.join("file");
+        fs::write(&not_a_dir, "x").unwrap();
+        let dirs = StateDir::Defaults(vec![not_a_dir.join("sub"), dir.join("ok")]);
+        let (file, _) = open(&dirs, "web1").expect("starts");
+        assert_eq!(file.expect("kept").path(), dir.join("ok/web1.state"));
+        let (none, _) = open(&StateDir::Defaults(vec![not_a_dir.join("sub")]), "web1")
+            .expect("starts without a record");
+        assert!(none.is_none());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_defaults_follow_systemd_then_the_package_then_the_user() {
+        let dirs = default_dirs(
+            Some(Path::new("/var/lib/snaplock:/var/lib/other")),
+            true,
+            None,
+            Some(Path::new("/home/u")),
+        );
+        assert_eq!(
+            dirs,
+            [
+                PathBuf::from("/var/lib/snaplock"),
+                PathBuf::from("/var/lib/snaplock"),
+                PathBuf::from("/home/u/.local/state/snaplock"),
+            ]
+        );
+        let dirs = default_dirs(None, false, Some(Path::new("/x")), Some(Path::new("/h")));
+        assert_eq!(dirs, [PathBuf::from("/x/snaplock")]);
+    }
+}
