@@ -256,6 +256,57 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_computer_alone_grants_above_its_record_and_keeps_it_first() {
+        use crate::core::{ClientId, Config, Credentials, Input};
+        use crate::time::UnixTime;
+        let record = Persisted {
+            epoch: 1_800_000_000_000,
+            fence: (1_800_000_000_000 << 20) + 5,
+        };
+        let mut config = Config::default();
+        config.cluster.persisted = record;
+        // Its clock was set back a day.
+        let now = Now {
+            mono: Time::from_micros(1),
+            wall: UnixTime((1_800_000_000_000 - 86_400_000) * 1000),
+        };
+        let mut core = Core::new(config, now);
+        let client = ClientId(1);
+        core.handle_input(
+            now,
+            Input::ClientOpened {
+                client,
+                cred: Credentials::default(),
+            },
+        )
+        .unwrap();
+        let msg = crate::wire::parse(b"LOCK object_name=a;pid=1").unwrap();
+        core.handle_input(now, Input::ClientMessage { client, msg })
+            .unwrap();
+        let outs: Vec<Output> = std::iter::from_fn(|| core.poll_output()).collect();
+        let kept = outs.iter().rposition(|o| matches!(o, Output::Persist(_)));
+        let locked = outs
+            .iter()
+            .position(|o| matches!(o, Output::Reply { msg, .. } if msg.command == "LOCKED"));
+        let (Some(kept), Some(locked)) = (kept, locked) else {
+            panic!("{outs:?}");
+        };
+        assert!(
+            kept < locked,
+            "the record is kept before the grant: {outs:?}"
+        );
+        let Output::Reply { msg, .. } = &outs[locked] else {
+            unreachable!()
+        };
+        let fence: u64 = msg.get_str("fence").unwrap().parse().unwrap();
+        assert!(fence > record.fence, "{fence} > {}", record.fence);
+        let Output::Persist(last) = outs[kept] else {
+            unreachable!()
+        };
+        assert!(last.fence >= fence && last.epoch >= record.epoch, "{last}");
+    }
+
+    #[test]
     fn the_largest_epoch_leaves_room_for_its_fences() {
         let now = Now {
             mono: Time::ZERO,
