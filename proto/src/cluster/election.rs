@@ -61,6 +61,8 @@ impl Core {
         let link = self.cluster.links.get_mut(&peer).expect("up");
         link.id = Some(id.clone());
         link.ahead = super::links::wall_ahead(now, msg);
+        let addr = link.addr;
+        self.cluster.lost.remove(&addr);
         if self.cluster.leaders.contains(&id) {
             self.cluster.linked_leaders.insert(id.clone());
         }
@@ -155,11 +157,37 @@ impl Core {
         let unlinked = c.leaders.iter().any(|l| {
             !connected(l) && !c.linked_leaders.contains(l) && now.mono < c.epoch_since + timeout
         });
-        if woke || unlinked {
+        // A member whose link just went down may be redialling (a broken
+        // connection, not a dead agent): wait until another member says it
+        // lost it too, or `4 × ping_interval`. A crashed agent's links all
+        // go at once, so its death is confirmed by the next pong.
+        let redialling = (c.lost.keys()).any(|a| c.presumed_up(*a, now.mono));
+        if woke || unlinked || redialling {
             return;
         }
+        // A member that is not a leader yet becomes one only once it says
+        // (`links=` of its pongs) it is linked to every member this agent
+        // is: a member that restarted, or was cut off, may not have its
+        // link to the collector up yet, and a leader that cannot hear the
+        // collector never becomes ready, which costs the locks its
+        // objects carry. It is added once its links are up.
+        let bit = |a: std::net::SocketAddr| {
+            (c.members.iter().position(|m| *m == a))
+                .filter(|i| *i < 64)
+                .map_or(0u64, |i| 1u64 << i)
+        };
+        let seasoned = |l: &super::Link, id: &Id| {
+            c.leaders.is_empty()
+                || c.leaders.contains(id)
+                || c.peer_links.get(&l.addr).is_some_and(|(mask, _)| {
+                    (known.iter())
+                        .filter(|(k, _)| k.addr != l.addr)
+                        .all(|(k, _)| mask & bit(k.addr) != 0)
+                })
+        };
         let candidates_up = known
             .iter()
+            .filter(|(l, id)| seasoned(l, id))
             .map(|(_, id)| *id)
             .chain(std::iter::once(&c.me))
             .filter(|id| ids::parse_id(id).is_some_and(|p| p.priority != ids::OFF))
@@ -203,6 +231,7 @@ impl Core {
         }
         let mut candidates: Vec<(String, Id)> = known
             .iter()
+            .filter(|(l, id)| seasoned(l, id))
             .map(|(_, id)| (*id).clone())
             .chain(std::iter::once(c.me.clone()))
             .filter(|id| ids::parse_id(id).is_some_and(|p| p.priority != ids::OFF))

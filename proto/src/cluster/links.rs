@@ -80,6 +80,9 @@ impl Core {
             return Err(InputError::UnknownPeer(peer));
         };
         log::info!("link to {} ({}) is down", link.name, link.addr);
+        if link.id.is_some() && !link.closing {
+            self.cluster.lost.insert(link.addr, now.mono);
+        }
         self.maybe_elect(now);
         Ok(())
     }
@@ -162,6 +165,7 @@ impl Core {
         pong.set_u64("view", self.cluster.view);
         pong.set_u64("wall", now.wall.0 / 1000);
         pong.set("active", if active { "1" } else { "0" });
+        pong.set_u64("links", self.cluster.links_mask());
         // What is left of this leader's lock-delay: the homes that are
         // not leaders learn from it that nothing can be granted yet.
         let delay_until = self.cluster.leading.as_ref().and_then(|l| l.delay_until);
@@ -191,6 +195,15 @@ impl Core {
         // makes it look a little behind).
         let link = self.cluster.links.get_mut(&peer).expect("link is up");
         link.ahead = wall_ahead(now, msg);
+        if let Some(mask) = msg.get_str("links").and_then(|v| v.parse().ok()) {
+            let addr = link.addr;
+            self.cluster.peer_links.insert(addr, (mask, now.mono));
+            if !self.cluster.lost.is_empty() {
+                // It may confirm that a member whose link went down is gone.
+                self.maybe_elect(now);
+            }
+        }
+        let link = self.cluster.links.get_mut(&peer).expect("link is up");
         // Pings are answered in order (FIFO link): older unanswered ones
         // were lost with nothing, drop them.
         let mut sent = None;

@@ -176,6 +176,14 @@ pub(crate) struct Cluster {
     /// counts as gone only a `peer_timeout` after the move (its link may
     /// not be up yet, e.g. after this agent was paused).
     pub linked_leaders: std::collections::BTreeSet<Id>,
+    /// Members whose link went down, and when: one may be back in a moment
+    /// (a broken connection redials at once), so no election is held for it
+    /// until another member confirms it lost it too, or for
+    /// `4 × ping_interval` (docs/cluster.md, "Elections").
+    pub lost: BTreeMap<SocketAddr, Time>,
+    /// What each peer last said of its own links (`links=` of `LOCKPONG`:
+    /// bit i = a link up to member i), and when it arrived.
+    pub peer_links: BTreeMap<SocketAddr, (u64, Time)>,
     /// When this agent last logged what the first election waits for.
     pub waiting_logged: Option<Time>,
     /// Messages of the current epoch that arrived before this leader was
@@ -248,12 +256,50 @@ impl Cluster {
             last_election: None,
             woke: None,
             linked_leaders: std::collections::BTreeSet::new(),
+            lost: BTreeMap::new(),
+            peer_links: BTreeMap::new(),
             waiting_logged: None,
             early: Vec::new(),
             local: std::collections::VecDeque::new(),
             prev_epoch: 0,
             prev_leaders: Vec::new(),
         }
+    }
+
+    /// Bit i set: a link up (not closing, its agent known) to member i.
+    pub fn links_mask(&self) -> u64 {
+        let mut mask = 0u64;
+        for l in self.links.values().filter(|l| !l.closing && l.id.is_some()) {
+            if let Some(i) = self.members.iter().position(|a| *a == l.addr) {
+                if i < 64 {
+                    mask |= 1 << i;
+                }
+            }
+        }
+        mask
+    }
+
+    /// Whether the member at `addr`, whose link went down lately, may just
+    /// be redialling: no other member said since that it lost it too, and
+    /// `4 × ping_interval` did not pass.
+    pub fn presumed_up(&self, addr: SocketAddr, now: Time) -> bool {
+        let Some(lost) = self.lost.get(&addr) else {
+            return false;
+        };
+        if now >= *lost + self.cfg.ping_interval * 4 {
+            return false;
+        }
+        let Some(i) = self
+            .members
+            .iter()
+            .position(|a| *a == addr)
+            .filter(|i| *i < 64)
+        else {
+            return false;
+        };
+        let confirmed = (self.peer_links.iter())
+            .any(|(other, (mask, at))| *other != addr && *at > *lost && mask & (1 << i) == 0);
+        !confirmed
     }
 
     /// Members needed to hold an election: all of them up to three.

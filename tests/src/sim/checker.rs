@@ -255,6 +255,14 @@ impl Checker {
         self.grants.get(&req).is_some_and(|g| g.holding(t))
     }
 
+    /// Whether the grant of `req` is within its lease at `t`: not stopped
+    /// (released, timed out) and its lease not over, vouched for or not.
+    pub fn within_lease(&self, req: ReqId, t: u64) -> bool {
+        self.grants
+            .get(&req)
+            .is_some_and(|g| g.stopped.is_none_or(|s| s > t) && t < g.lease_end)
+    }
+
     /// Whether the service may still count the grant of `req` as held at `t`:
     /// not released and its lease plus unlock_duration not over.
     pub fn attached(&self, req: ReqId, t: u64) -> bool {

@@ -516,10 +516,12 @@ impl World {
                     }
                 }
                 _ => {
-                    // `lost`, or anything else: the lock is gone.
+                    // `lost`, or anything else: the lock is gone. (R1:
+                    // a healthy agent takes back no lock within its lease.)
                     self.log(|| format!("w{w}: {req} taken back"));
                     let node = self.workers[w].node;
-                    if self.opts.victim.is_some_and(|v| v != node) {
+                    let within = self.checker.within_lease(req, self.now);
+                    if within && self.opts.victim.is_some_and(|v| v != node) {
                         let what = format!(
                             "n{node} took {req} back from w{w} (UNLOCKED {}) while faults struck only n{}",
                             error.as_deref().unwrap_or("without an error"),

@@ -42,6 +42,11 @@ pub const MS: u64 = 1_000;
 /// One second of simulated time, in µs.
 pub const SEC: u64 = 1_000_000;
 
+/// The longest one-way message delay of the runs that check R1 (faults of
+/// one computer only): the failover's timing budget (docs/cluster.md,
+/// "Availability") assumes messages take well under a ping interval.
+pub const R1_DELAY: u64 = 100 * MS;
+
 /// What one run is asked to do.
 #[derive(Clone, Debug)]
 pub struct Options {

@@ -184,7 +184,14 @@ fn addr_of(i: usize) -> SocketAddr {
 impl World {
     pub fn new(opts: &Options) -> World {
         let mut rng = Rng::new(opts.seed);
-        let knobs = Knobs::draw(&mut rng, opts.nodes);
+        let mut knobs = Knobs::draw(&mut rng, opts.nodes);
+        if opts.victim.is_some() {
+            // R1's network: one-way delays of at most R1_DELAY (with the
+            // 500 ms some runs draw, a ping's round trip alone is half the
+            // peer timeout, and the failover outlasts its budget).
+            knobs.delay.1 = knobs.delay.1.min(super::R1_DELAY);
+            knobs.delay.0 = knobs.delay.0.min(knobs.delay.1);
+        }
         let cluster = ClusterConfig {
             plant: opts.plant,
             ..ClusterConfig::default()
