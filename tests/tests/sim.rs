@@ -53,7 +53,9 @@ fn options(seed: u64) -> Options {
         };
         opts.liveness = false;
     }
-    opts.l5 = env_u64("SIM_L5") == Some(1);
+    if env_u64("SIM_L5") == Some(0) {
+        opts.l5 = false;
+    }
     if env_u64("SIM_VICTIM") == Some(1) {
         opts = victim_options(opts);
     }

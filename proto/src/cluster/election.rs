@@ -66,9 +66,12 @@ impl Core {
         if self.cluster.leaders.contains(&id) {
             self.cluster.linked_leaders.insert(id.clone());
         }
-        self.cluster.heard.insert(id, now.mono);
+        self.cluster.heard.insert(id.clone(), now.mono);
         let epoch = u64_of(msg, "epoch")?;
         let leaders = Self::leaders_of(msg)?;
+        if epoch == self.cluster.epoch {
+            self.resend_grants(&id);
+        }
         if let Some(max) = msg.get_str("max_epoch").and_then(|v| v.parse().ok()) {
             self.note_epoch_seen(now, max);
         }

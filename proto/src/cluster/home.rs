@@ -190,6 +190,26 @@ impl Core {
         Ok(())
     }
 
+    /// `HASTICKET` from an owner whose link to this agent came back: a
+    /// request this agent no longer has is given back (its `UNLOCK` may
+    /// have been lost with the link).
+    pub(crate) fn home_check(&mut self, from: &Id, msg: &Message) -> Result<(), Bad> {
+        let object = bytes_of(msg, "object_name")?;
+        let req = u64_of(msg, "req")?;
+        if str_of(msg, "home")? != &*self.cluster.me {
+            return Err(Bad("home"));
+        }
+        let has =
+            (self.table.objects.get(object)).is_some_and(|o| o.position(TicketId(req)).is_some());
+        if !has {
+            let mut m = Message::new("UNLOCK").with("object_name", object);
+            m.set_u64("epoch", self.cluster.epoch);
+            m.set_u64("req", req);
+            self.post(from, m);
+        }
+        Ok(())
+    }
+
     /// Whether a leader of this epoch answers this agent's pings but has not
     /// answered them as acting for `peer_timeout`: its state does not
     /// count this agent's report.

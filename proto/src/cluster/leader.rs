@@ -149,6 +149,7 @@ impl Core {
                 Ok(())
             }
             "LOCKED" | "LOCKFAILED" => self.home_answer(now, from, cmd, msg),
+            "HASTICKET" => self.home_check(from, msg),
             other => {
                 log::debug!("unknown peer command {other} ignored");
                 Ok(())
@@ -644,6 +645,42 @@ impl Core {
 }
 
 impl Core {
+    /// A link to `home` came (back) up: what was said while it was down is
+    /// lost, the home's `UNLOCK` of a request it gave up among it. The
+    /// owner says each of its grants to that home again, and asks about
+    /// its other tickets of that home (`HASTICKET`, inherited or waiting);
+    /// the home gives back those it no longer has (`home_answer`,
+    /// `home_check`), and keeps the others as they are. Else a ticket its
+    /// home forgot would block its name for as long as the home is heard
+    /// (L5).
+    pub(crate) fn resend_grants(&mut self, home: &Id) {
+        let me = self.cluster.me.clone();
+        let epoch = self.cluster.epoch;
+        let Some(l) = self.cluster.leading.as_ref().filter(|l| l.ready) else {
+            return;
+        };
+        let mut again = Vec::new();
+        for (name, req) in l.by_home.get(home).into_iter().flatten() {
+            if self.owner_of(name).as_ref() != Some(&me) {
+                continue;
+            }
+            let state = (l.objects.get(&**name))
+                .and_then(|o| o.find(home, *req).map(|p| o.tickets[p].state));
+            match state {
+                Some(LState::Held { fence }) => {
+                    let mut m = ticket_msg("LOCKED", epoch, name, home, *req);
+                    m.set_u64("fence", fence);
+                    again.push(m);
+                }
+                Some(_) => again.push(ticket_msg("HASTICKET", epoch, name, home, *req)),
+                None => {}
+            }
+        }
+        for m in again {
+            self.post(home, m);
+        }
+    }
+
     /// For the simulator's checks only: the tickets that block their
     /// object on this agent as their owner (granted, or inherited), as
     /// (object, home id, request).

@@ -71,8 +71,7 @@ pub struct Options {
     /// keeps a majority of the leaders, and R1 is checked (no holder of a
     /// healthy agent loses its lock).
     pub victim: Option<usize>,
-    /// Check L5 (no name taken by nobody) in the quiet windows. Off by
-    /// default while it still fails in ordinary runs (docs/cluster.md).
+    /// Check L5 (no name taken by nobody) in the quiet windows.
     pub l5: bool,
 }
 
@@ -89,7 +88,7 @@ impl Options {
             stop_at_first: true,
             liveness: true,
             victim: None,
-            l5: false,
+            l5: true,
         }
     }
 }
