@@ -61,6 +61,7 @@ impl Core {
         let link = self.cluster.links.get_mut(&peer).expect("up");
         link.id = Some(id.clone());
         link.ahead = super::links::wall_ahead(now, msg);
+        link.since = now.mono;
         let addr = link.addr;
         self.cluster.lost.remove(&addr);
         if self.cluster.leaders.contains(&id) {
@@ -121,17 +122,20 @@ impl Core {
             return;
         }
         let Some(my_addr) = c.addr else { return };
-        // Only members that answered a ping lately count as connected: an
-        // agent cut off one way must not elect leaders over links that
-        // merely are not closed yet (it hears nothing, or is not heard and
-        // its LOCKLEADERS would reach the others once the cut heals).
+        // Only members that answered a ping lately, or whose link just came
+        // up (no ping answered yet), count as connected: an agent cut off
+        // one way must not elect leaders over links that merely are not
+        // closed yet (it hears nothing, or is not heard and its LOCKLEADERS
+        // would reach the others once the cut heals).
         let lately = now.mono - c.cfg.peer_timeout / 2;
         let known: Vec<(&super::Link, &Id)> = c
             .links
             .values()
             .filter(|l| !l.closing)
             .filter_map(|l| l.id.as_ref().map(|id| (l, id)))
-            .filter(|(_, id)| c.contact.get(*id).is_some_and(|k| k.sent >= lately))
+            .filter(|(l, id)| {
+                l.since >= lately || c.contact.get(*id).is_some_and(|k| k.sent >= lately)
+            })
             .collect();
         // The first election needs everybody in a small cluster (reference
         // §7); later ones a quorum, so a 3-computer cluster that loses one
@@ -148,6 +152,38 @@ impl Core {
         let mine = (addr_key(my_addr), &c.me);
         if known.iter().any(|(l, id)| (addr_key(l.addr), *id) < mine) {
             return;
+        }
+        // The conductor is the lowest member the connected ones reach, not
+        // only this agent: one that comes back from a cut, linked to a
+        // single other member so far, must not elect while that member is
+        // linked to a lower one (which conducts). So every member counted
+        // must first have said, over its current link, which members it is
+        // linked to (`links=` of its pongs: a ping interval after the link
+        // comes up).
+        if c.leaders.iter().any(|l| *l != c.me) || c.max_epoch_seen > 0 {
+            if known
+                .iter()
+                .any(|(l, _)| !c.peer_links.contains_key(&l.addr))
+            {
+                return;
+            }
+            let lower = |i: usize| {
+                c.members
+                    .get(i)
+                    .is_some_and(|a| *a != my_addr && addr_key(*a) < addr_key(my_addr))
+            };
+            // A lower member that enough of them reach to conduct (itself
+            // and q − 1 others); one reached by fewer cannot, and waiting
+            // for it would elect nobody.
+            let masks: Vec<u64> = (known.iter())
+                .filter_map(|(l, _)| c.peer_links.get(&l.addr).map(|(m, _)| *m))
+                .collect();
+            let reached_lower = (0..c.members.len().min(64)).any(|i| {
+                lower(i) && masks.iter().filter(|m| *m & (1 << i) != 0).count() + 1 >= c.quorum
+            });
+            if reached_lower {
+                return;
+            }
         }
         let connected = |id: &Id| *id == c.me || known.iter().any(|(_, k)| *k == id);
         // A leader this agent has not been linked to in this epoch yet may

@@ -29,6 +29,8 @@ pub(crate) struct Link {
     /// of `LOCKSTARTED` and `LOCKPONG`), ms; the message's delay makes it
     /// look a little behind.
     pub ahead: u64,
+    /// When its `LOCKSTARTED` came (its agent became known).
+    pub since: Time,
 }
 
 impl Core {
@@ -66,6 +68,7 @@ impl Core {
                 pings: VecDeque::new(),
                 closing,
                 ahead: 0,
+                since: now.mono,
             },
         );
         if !closing {
@@ -83,6 +86,8 @@ impl Core {
         if link.id.is_some() && !link.closing {
             self.cluster.lost.insert(link.addr, now.mono);
         }
+        // What it said of its links was said over this link.
+        self.cluster.peer_links.remove(&link.addr);
         self.maybe_elect(now);
         Ok(())
     }
