@@ -63,6 +63,7 @@ impl Core {
         link.ahead = super::links::wall_ahead(now, msg);
         link.since = now.mono;
         let addr = link.addr;
+        self.cluster.last_link_up = Some(now.mono);
         self.cluster.lost.remove(&addr);
         if self.cluster.leaders.contains(&id) {
             self.cluster.linked_leaders.insert(id.clone());
@@ -184,6 +185,21 @@ impl Core {
             if reached_lower {
                 return;
             }
+            // A leader this agent is not linked to, but others are, is
+            // not gone: while this agent's links are coming up (one came up
+            // less than a `peer_timeout` ago), its link to that leader may
+            // be next.
+            let settling = (c.last_link_up).is_some_and(|t| now.mono < t + c.cfg.peer_timeout);
+            let bit = |a| c.member_bit(a);
+            let reached_elsewhere = c.leaders.iter().any(|l| {
+                let addr = ids::parse_id(l).and_then(|p| p.addr);
+                *l != c.me
+                    && !known.iter().any(|(_, k)| *k == l)
+                    && addr.is_some_and(|a| masks.iter().any(|m| m & bit(a) != 0))
+            });
+            if settling && reached_elsewhere {
+                return;
+            }
         }
         let connected = |id: &Id| *id == c.me || known.iter().any(|(_, k)| *k == id);
         // A leader this agent has not been linked to in this epoch yet may
@@ -210,11 +226,7 @@ impl Core {
         // link to the collector up yet, and a leader that cannot hear the
         // collector never becomes ready, which costs the locks its
         // objects carry. It is added once its links are up.
-        let bit = |a: std::net::SocketAddr| {
-            (c.members.iter().position(|m| *m == a))
-                .filter(|i| *i < 64)
-                .map_or(0u64, |i| 1u64 << i)
-        };
+        let bit = |a| c.member_bit(a);
         let seasoned = |l: &super::Link, id: &Id| {
             c.leaders.is_empty()
                 || c.leaders.contains(id)

@@ -184,6 +184,8 @@ pub(crate) struct Cluster {
     /// What each peer last said of its own links (`links=` of `LOCKPONG`:
     /// bit i = a link up to member i), and when it arrived.
     pub peer_links: BTreeMap<SocketAddr, (u64, Time)>,
+    /// When a link of this agent last came up (its peer's `LOCKSTARTED`).
+    pub last_link_up: Option<Time>,
     /// When this agent last logged what the first election waits for.
     pub waiting_logged: Option<Time>,
     /// Messages of the current epoch that arrived before this leader was
@@ -258,6 +260,7 @@ impl Cluster {
             linked_leaders: std::collections::BTreeSet::new(),
             lost: BTreeMap::new(),
             peer_links: BTreeMap::new(),
+            last_link_up: None,
             waiting_logged: None,
             early: Vec::new(),
             local: std::collections::VecDeque::new(),
@@ -266,17 +269,18 @@ impl Cluster {
         }
     }
 
+    /// The bit of member `addr` in a `links=` mask (0 for none).
+    pub fn member_bit(&self, addr: SocketAddr) -> u64 {
+        (self.members.iter().position(|m| *m == addr))
+            .filter(|i| *i < 64)
+            .map_or(0, |i| 1 << i)
+    }
+
     /// Bit i set: a link up (not closing, its agent known) to member i.
     pub fn links_mask(&self) -> u64 {
-        let mut mask = 0u64;
-        for l in self.links.values().filter(|l| !l.closing && l.id.is_some()) {
-            if let Some(i) = self.members.iter().position(|a| *a == l.addr) {
-                if i < 64 {
-                    mask |= 1 << i;
-                }
-            }
-        }
-        mask
+        (self.links.values())
+            .filter(|l| !l.closing && l.id.is_some())
+            .fold(0, |mask, l| mask | self.member_bit(l.addr))
     }
 
     /// Whether the member at `addr`, whose link went down lately, may just
