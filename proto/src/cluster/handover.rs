@@ -499,7 +499,15 @@ impl Core {
             .collect();
         let majority_of_previous = majority_of_previous && remembering.len() >= c.quorum;
         let complete = everyone || majority_of_previous;
-        if !complete && now.mono < collect.started + c.cfg.peer_timeout {
+        // Waiting for more reports helps only while some may still come:
+        // once every member linked to the collector reported, the state is
+        // built at once (a failover soon after the cluster started, whose
+        // state cannot be complete, would otherwise spend a `peer_timeout`
+        // of its holders' grace here).
+        let linked_reported = (c.links.values())
+            .filter(|l| !l.closing && l.id.is_some())
+            .all(|l| names.contains(l.name.as_str()));
+        if !complete && !linked_reported && now.mono < collect.started + c.cfg.peer_timeout {
             return;
         }
         let collect = self.cluster.collect.as_mut().expect("collecting");
