@@ -417,8 +417,18 @@ fn a_member_that_says_a_last_line_and_closes_is_let_go_at_once() {
     let trio = Trio::start("lastline");
     let (socket, addr) = trio.alpha();
     for round in 0..20 {
-        let mut raw = Raw::connect(addr);
-        let accept = raw.connect_as("snaplock", "xray", trio.x, CH);
+        // The previous round's xray may still be closing: its name is
+        // taken until then (REFUSE), so try again, bounded.
+        let start = now();
+        let (mut raw, accept) = loop {
+            let mut raw = Raw::connect(addr);
+            let accept = raw.connect_as("snaplock", "xray", trio.x, CH);
+            if accept.get_str("challenge").is_some() {
+                break (raw, accept);
+            }
+            assert!(start.elapsed() < WAIT, "round {round}: {accept}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
         let their = accept.get_str("challenge").unwrap().to_owned();
         let proof = hmac_hex(SECRET, &format!("connect\n{their}\nxray\nalpha"));
         raw.send(&format!("PROOF proof={proof}"));

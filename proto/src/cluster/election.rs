@@ -74,6 +74,9 @@ impl Core {
         if epoch == self.cluster.epoch {
             self.resend_grants(&id);
         }
+        // After our LOCKSTARTED on this link: it adopts our epoch first.
+        self.send_unsent(&id);
+        self.send_pending_state(&id);
         if let Some(max) = msg.get_str("max_epoch").and_then(|v| v.parse().ok()) {
             self.note_epoch_seen(now, max);
         }
@@ -351,6 +354,8 @@ impl Core {
         c.collect = None;
         c.own_report = None; // its lines are of the old epoch: ignored
         c.own_state = None;
+        c.state_pending = None;
+        c.unsent.clear();
         c.early.clear();
         c.report_sent = None;
         if c.is_leader() {

@@ -590,7 +590,20 @@ impl Core {
             .filter(|l| **l != me)
             .cloned()
             .collect();
-        let Some((last, others)) = others.split_last() else {
+        // A leader whose link is down now would never get the state, and
+        // never act: the state waits for its link to come back up.
+        let (unlinked, linked): (Vec<Id>, Vec<Id>) =
+            (others.into_iter()).partition(|l| self.cluster.link_of(l).is_none());
+        if !unlinked.is_empty() {
+            log::info!(
+                "epoch {epoch}: the state waits for the links to {}",
+                (unlinked.iter().map(|l| Cluster::name_of(l)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            self.cluster.state_pending = Some((epoch, unlinked, msgs.clone()));
+        }
+        let Some((last, others)) = linked.split_last() else {
             return;
         };
         for l in others {
@@ -600,6 +613,32 @@ impl Core {
         }
         for m in msgs {
             self.post(last, m);
+        }
+    }
+
+    /// A link to `id` came up: if it is a leader of this epoch that the
+    /// state could not be sent to, it gets it now.
+    pub(crate) fn send_pending_state(&mut self, id: &Id) {
+        let epoch = self.cluster.epoch;
+        let Some((e, waiting, msgs)) = self.cluster.state_pending.as_mut() else {
+            return;
+        };
+        if *e != epoch {
+            self.cluster.state_pending = None;
+            return;
+        }
+        let Some(i) = waiting.iter().position(|l| l == id) else {
+            return;
+        };
+        waiting.remove(i);
+        let msgs = if waiting.is_empty() {
+            let (_, _, msgs) = self.cluster.state_pending.take().expect("present");
+            msgs
+        } else {
+            msgs.clone()
+        };
+        for m in msgs {
+            self.post(id, m);
         }
     }
 

@@ -21,8 +21,28 @@ impl Core {
     pub(crate) fn post(&mut self, to: &str, msg: Message) {
         if *to == *self.cluster.me {
             self.cluster.local.push_back(msg);
+        } else if msg.command == "UNLOCK" && self.cluster.link_of(to).is_none() {
+            // A release must reach its owner: it goes when the link is up
+            // again (in this epoch; a new one's state follows the home's
+            // report). Bounded like the tickets it releases.
+            if self.cluster.unsent.len() < self.config.max_tickets {
+                self.cluster.unsent.push((Id::from(to), msg));
+            }
         } else {
             self.send_to(to, msg);
+        }
+    }
+
+    /// The link to `id` is up: the releases that waited for it go.
+    pub(crate) fn send_unsent(&mut self, id: &Id) {
+        if !self.cluster.unsent.iter().any(|(to, _)| to == id) {
+            return;
+        }
+        let all = std::mem::take(&mut self.cluster.unsent);
+        let (mine, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(|(to, _)| to == id);
+        self.cluster.unsent = rest;
+        for (_, m) in mine {
+            self.send_to(id, m);
         }
     }
 

@@ -184,6 +184,12 @@ pub(crate) struct Cluster {
     /// What each peer last said of its own links (`links=` of `LOCKPONG`:
     /// bit i = a link up to member i), and when it arrived.
     pub peer_links: BTreeMap<SocketAddr, (u64, Time)>,
+    /// Collector: the state of this epoch as sent, and the leaders it could
+    /// not be sent to (no link then): each gets it when its link comes up.
+    pub state_pending: Option<(u64, Vec<Id>, Vec<crate::wire::Message>)>,
+    /// Home: releases (`UNLOCK`) for owners of this epoch whose link was
+    /// down, sent when it comes up.
+    pub unsent: Vec<(Id, crate::wire::Message)>,
     /// When a link of this agent last came up (its peer's `LOCKSTARTED`).
     pub last_link_up: Option<Time>,
     /// When this agent last logged what the first election waits for.
@@ -261,6 +267,8 @@ impl Cluster {
             lost: BTreeMap::new(),
             peer_links: BTreeMap::new(),
             last_link_up: None,
+            state_pending: None,
+            unsent: Vec::new(),
             waiting_logged: None,
             early: Vec::new(),
             local: std::collections::VecDeque::new(),

@@ -121,7 +121,10 @@ impl World {
                 },
             );
         }
-        let at = self.now + self.redial_backoff();
+        // As the shell does: a link that was up is dialled again after half
+        // its smallest backoff plus jitter (25 to 50 ms); a dial that fails
+        // backs off from there (`redial`).
+        let at = self.now + self.net_rng.between(25 * MS, 50 * MS);
         self.schedule_redial(l, at);
         self.update_usable();
     }
