@@ -628,11 +628,24 @@ fn a_leader_voting_for_two_conflicting_grants_is_reported() {
 /// own). Liveness is not checked: a planted bug is about safety. Returns
 /// the seed.
 fn first_catch(plant: Plant, rules: &[&str], limit: u64) -> Option<u64> {
-    for seed in 0..limit {
+    first_catch_with(plant, rules, limit, &|seed| {
         let mut opts = Options::new(seed);
-        opts.plant = plant;
         opts.liveness = false;
         opts.nodes = Some(*[3, 5].get(seed as usize % 2).expect("two sizes"));
+        opts
+    })
+}
+
+/// [`first_catch`] over the runs `make` gives.
+fn first_catch_with(
+    plant: Plant,
+    rules: &[&str],
+    limit: u64,
+    make: &dyn Fn(u64) -> Options,
+) -> Option<u64> {
+    for seed in 0..limit {
+        let mut opts = make(seed);
+        opts.plant = plant;
         let planted = sim::run(&opts);
         let Some(v) = planted.violations.first() else {
             continue;
@@ -677,28 +690,11 @@ fn a_planted_double_vote_is_caught() {
     assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
 }
 
-/// The first seed (of `limit`, faults of one computer only) whose run with
-/// `plant` breaks one of `rules` before (or where) the clean run breaks
-/// anything.
+/// [`first_catch`] over runs whose faults strike one computer only.
 fn first_victim_catch(plant: Plant, rules: &[&str], limit: u64) -> Option<u64> {
-    for seed in 0..limit {
-        let mut opts = victim_options(Options::new(seed));
-        opts.plant = plant;
-        let planted = sim::run(&opts);
-        let Some(v) = planted.violations.first() else {
-            continue;
-        };
-        if !rules.contains(&v.rule) {
-            continue;
-        }
-        opts.plant = Plant::None;
-        let clean = sim::run(&opts);
-        if clean.violations.first().is_none_or(|c| c.at > v.at) {
-            println!("{plant:?} caught by seed {seed}: {v}");
-            return Some(seed);
-        }
-    }
-    None
+    first_catch_with(plant, rules, limit, &|seed| {
+        victim_options(Options::new(seed))
+    })
 }
 
 #[test]
