@@ -32,14 +32,7 @@ fn free_ports(n: usize) -> Vec<u16> {
 impl Cluster {
     /// Starts `n` agents and waits until every one of them is ready.
     pub fn start(tag: &str, n: usize) -> Cluster {
-        let mut c = Cluster {
-            dir: TempDir::new(tag),
-            ports: free_ports(n),
-            children: (0..n).map(|_| None).collect(),
-        };
-        for i in 0..n {
-            c.spawn(i);
-        }
+        let c = Cluster::start_some(tag, n, n);
         for i in 0..n {
             c.wait_ready(i, Duration::from_secs(30));
         }
@@ -60,7 +53,7 @@ impl Cluster {
         c
     }
 
-    /// Agent `i`'s listen port.
+    /// Agent `i`'s listen port (the conductor is the agent with the lowest).
     pub fn port(&self, i: usize) -> u16 {
         self.ports[i]
     }

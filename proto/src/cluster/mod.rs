@@ -12,6 +12,7 @@ mod follower;
 mod handover;
 mod home;
 pub(crate) mod ids;
+mod late;
 mod leader;
 mod links;
 mod ltable;

@@ -1,0 +1,178 @@
+//! Reports that come after an epoch's state was built (docs/cluster.md
+//! "Handover"): the collector passes them on to every leader, and each
+//! counts its agent only if its own table knows the locks the report holds
+//! on the objects it owns; counting it, the owner drops what the state
+//! inherited for that agent and it no longer has.
+
+use std::collections::BTreeSet;
+
+use super::batch::{Batch, RTicket, read_batch};
+use super::config::Plant;
+use super::handover::Report;
+use super::ltable::LState;
+use super::wire::{Bad, str_of, u64_of};
+use super::{Cluster, Id};
+use crate::core::Core;
+use crate::time::Now;
+use crate::wire::Message;
+
+impl Core {
+    /// A report after the state was built: passed on to every leader, each
+    /// of which counts it only if it knows every lock the report holds on
+    /// the objects it owns ([`Core::weigh_late`]): a home that holds what
+    /// the epoch does not know must first revoke, but one whose locks all
+    /// came into the state through the leaders' tables (it was only slow to
+    /// report, e.g. its link to the collector came up late) keeps them.
+    pub(super) fn late_report(&mut self, from: &Id, r: &Report) {
+        let epoch = self.cluster.epoch;
+        let mut lines = Vec::new();
+        let mut begin = Message::new("LOCKTICKETS").with("part", "late-begin");
+        begin.set_u64("epoch", epoch);
+        begin.set("id", &**from);
+        lines.push(begin);
+        let mut batch = Batch::new("late", epoch);
+        for (t, held) in &r.home {
+            let t = RTicket {
+                home: from.clone(),
+                ..t.clone()
+            };
+            lines.extend(batch.push(&t, Some(*held)));
+        }
+        lines.extend(batch.take());
+        let mut end = Message::new("LOCKTICKETS").with("part", "late-end");
+        end.set_u64("epoch", epoch);
+        end.set("id", &**from);
+        end.set_u64("count", lines.len() as u64 + 1);
+        lines.push(end);
+        let leaders = self.cluster.leaders.clone();
+        for l in leaders {
+            for m in &lines {
+                self.post(&l, m.clone());
+            }
+        }
+    }
+
+    /// A leader weighs a late report: it counts its agent (answers its
+    /// pings as acting) only if its table has every lock the report holds
+    /// on the objects this leader owns, with the same fence; then, as the
+    /// owner, it drops the tickets the state inherited for that agent that
+    /// the report no longer has (the home is the authority on its clients:
+    /// nobody else would ever end them).
+    pub(crate) fn weigh_late(&mut self, now: Now, home: &Id, tickets: Vec<(RTicket, bool)>) {
+        let me = self.cluster.me.clone();
+        let Some(l) = self.cluster.leading.as_ref() else {
+            return;
+        };
+        if !l.ready {
+            let l = self.cluster.leading.as_mut().expect("leader");
+            if l.late_early.len() < 64 {
+                l.late_early.push((home.clone(), tickets));
+            }
+            return;
+        }
+        if l.reporters.contains(home) {
+            return;
+        }
+        let mut missing = 0usize;
+        for (t, held) in &tickets {
+            if !*held || self.owner_of(&t.object).as_ref() != Some(&me) {
+                continue;
+            }
+            let known = l
+                .objects
+                .get(&*t.object)
+                .and_then(|o| o.find(home, t.req).map(|p| o.tickets[p].state))
+                .is_some_and(|s| {
+                    matches!(s, LState::Held { fence } | LState::Inherited { fence } if fence == t.fence)
+                });
+            if !known {
+                missing += 1;
+            }
+        }
+        if missing > 0 {
+            log::info!(
+                "late report of {} holds {missing} locks this epoch does not know: not counted until it revokes them",
+                Cluster::name_of(home)
+            );
+            return;
+        }
+        let has: BTreeSet<(&[u8], u64)> =
+            tickets.iter().map(|(t, _)| (&*t.object, t.req)).collect();
+        let orphans: Vec<(crate::core::table::ObjectName, u64)> = l
+            .by_home
+            .get(home)
+            .into_iter()
+            .flatten()
+            .filter(|(name, req)| !has.contains(&(&**name, *req)))
+            .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
+            .filter(|(name, req)| {
+                l.objects.get(&**name).is_some_and(|o| {
+                    o.find(home, *req)
+                        .is_some_and(|p| matches!(o.tickets[p].state, LState::Inherited { .. }))
+                })
+            })
+            .cloned()
+            .collect();
+        drop(has);
+        let orphans = if self.cluster.cfg.plant == Plant::KeepOrphans {
+            Vec::new()
+        } else {
+            orphans
+        };
+        let l = self.cluster.leading.as_mut().expect("leader");
+        l.reporters.insert(home.clone());
+        log::info!(
+            "late report of {} counted{}",
+            Cluster::name_of(home),
+            if orphans.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ": {} inherited tickets it no longer has are dropped",
+                    orphans.len()
+                )
+            }
+        );
+        for (name, req) in orphans {
+            self.owner_release(now, &name, home, req);
+        }
+    }
+
+    /// A late report passed on by the collector (`part=late-begin`, its
+    /// tickets, `part=late-end`).
+    pub(super) fn on_late_part(&mut self, now: Now, part: &str, msg: &Message) -> Result<(), Bad> {
+        let max_tickets = self.config.max_tickets as u64;
+        let max_lines = 2 + max_tickets;
+        let Some(l) = self.cluster.leading.as_mut() else {
+            return Ok(());
+        };
+        match part {
+            "late-begin" => {
+                l.late_in = Some((str_of(msg, "id")?.into(), Vec::new(), 1));
+            }
+            "late" => {
+                let Some((home, tickets, lines)) = l.late_in.as_mut() else {
+                    return Err(Bad("part (no late-begin)"));
+                };
+                *lines += 1;
+                let batch = read_batch(msg, Some(&*home))?;
+                if (tickets.len() + batch.len()) as u64 > max_tickets || *lines > max_lines {
+                    l.late_in = None;
+                    return Err(Bad("part (too many tickets)"));
+                }
+                tickets.extend(batch.into_iter().map(|(t, held)| (t, held == Some(true))));
+            }
+            "late-end" => {
+                let Some((home, tickets, lines)) = l.late_in.take() else {
+                    return Err(Bad("part (no late-begin)"));
+                };
+                if u64_of(msg, "count")? != lines + 1 || str_of(msg, "id")? != &*home {
+                    return Err(Bad("count"));
+                }
+                self.weigh_late(now, &home, tickets);
+            }
+            _ => return Err(Bad("part")),
+        }
+        Ok(())
+    }
+}
