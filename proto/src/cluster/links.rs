@@ -202,9 +202,12 @@ impl Core {
         link.ahead = wall_ahead(now, msg);
         if let Some(mask) = msg.get_str("links").and_then(|v| v.parse().ok()) {
             let addr = link.addr;
+            // Only while some lost link is presumed to be redialling can
+            // this pong change anything: it may confirm that member gone.
+            let c = &self.cluster;
+            let waiting = c.lost.keys().any(|a| c.presumed_up(*a, now.mono));
             self.cluster.peer_links.insert(addr, (mask, now.mono));
-            if !self.cluster.lost.is_empty() {
-                // It may confirm that a member whose link went down is gone.
+            if waiting {
                 self.maybe_elect(now);
             }
         }
