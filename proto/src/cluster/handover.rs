@@ -470,9 +470,13 @@ impl Core {
             .cloned()
             .collect();
         // A leader whose link is down now would never get the state, and
-        // never act: the state waits for its link to come back up.
-        let (unlinked, linked): (Vec<Id>, Vec<Id>) =
-            (others.into_iter()).partition(|l| self.cluster.link_of(l).is_none());
+        // never act: the state waits for its link to come back up. One
+        // whose link breaks while the state is on its way gets a part of
+        // it only: until a leader answers as acting in this epoch, the
+        // state is sent again whenever its link comes back.
+        let unlinked: Vec<&Id> = (others.iter())
+            .filter(|l| self.cluster.link_of(l).is_none())
+            .collect();
         if !unlinked.is_empty() {
             log::info!(
                 "epoch {epoch}: the state waits for the links to {}",
@@ -480,44 +484,55 @@ impl Core {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            self.cluster.state_pending = Some((epoch, unlinked, msgs.clone()));
         }
-        let Some((last, others)) = linked.split_last() else {
+        let linked: Vec<Id> = (others.iter())
+            .filter(|l| self.cluster.link_of(l).is_some())
+            .cloned()
+            .collect();
+        if others.is_empty() {
             return;
-        };
-        for l in others {
+        }
+        for l in &linked {
             for m in &msgs {
                 self.post(l, m.clone());
             }
         }
-        for m in msgs {
-            self.post(last, m);
-        }
+        self.cluster.state_pending = Some((epoch, others, msgs));
     }
 
-    /// A link to `id` came up: if it is a leader of this epoch that the
-    /// state could not be sent to, it gets it now.
+    /// A link to `id` came up: if it is a leader of this epoch that has not
+    /// answered as acting yet, it gets the state (again: a state cut short
+    /// by a broken link is started over, and an installed one is ignored).
     pub(crate) fn send_pending_state(&mut self, id: &Id) {
         let epoch = self.cluster.epoch;
-        let Some((e, waiting, msgs)) = self.cluster.state_pending.as_mut() else {
+        let Some((e, waiting, msgs)) = self.cluster.state_pending.as_ref() else {
             return;
         };
         if *e != epoch {
             self.cluster.state_pending = None;
             return;
         }
-        let Some(i) = waiting.iter().position(|l| l == id) else {
+        if !waiting.contains(id) {
             return;
-        };
-        waiting.remove(i);
-        let msgs = if waiting.is_empty() {
-            let (_, _, msgs) = self.cluster.state_pending.take().expect("present");
-            msgs
-        } else {
-            msgs.clone()
-        };
+        }
+        let msgs = msgs.clone();
         for m in msgs {
             self.post(id, m);
+        }
+    }
+
+    /// `id` answered as an acting leader of this epoch: it has the state,
+    /// which is kept no longer than every leader needs it.
+    pub(crate) fn state_received(&mut self, id: &Id) {
+        let epoch = self.cluster.epoch;
+        let Some((e, waiting, _)) = self.cluster.state_pending.as_mut() else {
+            return;
+        };
+        if *e == epoch {
+            waiting.retain(|l| l != id);
+        }
+        if *e != epoch || waiting.is_empty() {
+            self.cluster.state_pending = None;
         }
     }
 

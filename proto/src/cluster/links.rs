@@ -238,6 +238,7 @@ impl Core {
         if active {
             c.active_sent = Some(c.active_sent.map_or(sent, |a| a.max(sent)));
         }
+        let acting_here = active && c.in_view(self.cluster.epoch, self.cluster.view);
         // Counted from its arrival: never shorter than what is left.
         c.delay_until = msg
             .get_str("delay")
@@ -245,6 +246,9 @@ impl Core {
             .filter(|d| *d > 0)
             .map(|d| now.mono + Duration::from_micros(d));
         self.note_epoch_seen(now, epoch);
+        if acting_here {
+            self.state_received(from);
+        }
         Ok(())
     }
 

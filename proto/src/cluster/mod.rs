@@ -185,8 +185,9 @@ pub(crate) struct Cluster {
     /// What each peer last said of its own links (`links=` of `LOCKPONG`:
     /// bit i = a link up to member i), and when it arrived.
     pub peer_links: BTreeMap<SocketAddr, (u64, Time)>,
-    /// Collector: the state of this epoch as sent, and the leaders it could
-    /// not be sent to (no link then): each gets it when its link comes up.
+    /// Collector: the state of this epoch as sent, and the leaders that
+    /// have not answered as acting in it yet: each gets it again when its
+    /// link comes up (it had no link, or lost part of the state).
     pub state_pending: Option<(u64, Vec<Id>, Vec<crate::wire::Message>)>,
     /// Home: releases (`UNLOCK`) for owners of this epoch whose link was
     /// down, sent when it comes up.

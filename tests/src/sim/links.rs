@@ -10,6 +10,10 @@ use super::net::LinkState;
 use super::world::{Ev, World};
 use super::{MS, SEC};
 
+/// How long the agent's shell waits for a dialled peer's handshake
+/// (`agent/src/peers`: "handshake not finished within 5 s").
+const HANDSHAKE_WAIT: u64 = 5 * SEC;
+
 impl World {
     /// The range of one-way message delays now.
     pub(super) fn delay_range(&self) -> (u64, u64) {
@@ -44,8 +48,16 @@ impl World {
             return;
         }
         let [a, b] = self.net.links[l].ends;
+        let alive = self.nodes[a].core.is_some() && self.nodes[b].core.is_some();
+        let one_paused = self.nodes[a].paused != self.nodes[b].paused;
+        if alive && one_paused && self.net.open_both_ways(a, b) {
+            // The paused computer's kernel accepts the connection; the
+            // handshake completes when it resumes (`resume`).
+            self.net.links[l].dial_waiting = Some(self.now);
+            return;
+        }
         if !(self.running(a) && self.running(b) && self.net.open_both_ways(a, b)) {
-            if self.nodes[a].core.is_some() && self.nodes[b].core.is_some() {
+            if alive {
                 let at = self.now + self.redial_backoff();
                 self.schedule_redial(l, at);
             }
@@ -183,7 +195,16 @@ impl World {
         for other in 0..self.nodes.len() {
             if other != i {
                 let l = self.net.link_of(i, other);
-                let at = self.now + self.redial_backoff();
+                // A dial that reached it while it was paused completes now,
+                // if the dialler still waits for its handshake (the shell
+                // gives up after `HANDSHAKE_WAIT`).
+                let waiting = self.net.links[l].dial_waiting.take();
+                let at = match waiting {
+                    Some(t) if self.now <= t + HANDSHAKE_WAIT => {
+                        self.now + self.net_rng.between(0, MS)
+                    }
+                    _ => self.now + self.redial_backoff(),
+                };
                 self.schedule_redial(l, at);
             }
         }

@@ -52,6 +52,10 @@ pub struct Link {
     pub replay: [(u64, Vec<Message>); 2],
     /// Whether a reconnection attempt is already scheduled.
     pub redial_scheduled: bool,
+    /// When a dial reached a paused computer (the kernel accepted it, the
+    /// handshake waits for the process): the link comes up when it
+    /// resumes, unless the dialler's handshake deadline passed first.
+    pub dial_waiting: Option<u64>,
     /// True time the link was last usable; `u64::MAX` while it is.
     pub usable_until: u64,
 }
@@ -98,6 +102,7 @@ impl Net {
                     recent: [VecDeque::new(), VecDeque::new()],
                     replay: [(0, Vec::new()), (0, Vec::new())],
                     redial_scheduled: false,
+                    dial_waiting: None,
                     usable_until: 0,
                 });
             }
