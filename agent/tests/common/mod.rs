@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -64,6 +65,30 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `n` addresses for agents to listen on, in increasing order: ports the
+/// kernel found free on a loopback address of their own.
+///
+/// A port found free and released is the agent's only if no other socket
+/// binds it first. On 127.0.0.1, any connection of the machine may be
+/// given it as its ephemeral port, and under load one was. So each call
+/// takes another address of 127.0.0.0/8, made of this process's id and a
+/// counter (never 127.0.0.1, whose address connections to the others
+/// come from): only a socket bound to that very address, or to all of
+/// them, could take the port, and test binaries running at once differ
+/// by their process ids.
+pub fn loopback_addrs(n: usize) -> Vec<SocketAddr> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let count = NEXT.fetch_add(1, Ordering::SeqCst);
+    let pid = std::process::id();
+    let ip = Ipv4Addr::new(127, (pid >> 8) as u8, pid as u8, 2 + (count % 250) as u8);
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind((ip, 0)).expect("a free port on a loopback address"))
+        .collect();
+    let mut addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    addrs.sort();
+    addrs
 }
 
 /// An in-process agent on a fresh socket; `tune` adjusts its configuration.
