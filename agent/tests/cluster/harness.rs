@@ -11,7 +11,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use snaplock_proto::wire::Message;
 
-use crate::common::{Client, TempDir, loopback_addrs, now, snaplockd};
+use crate::common::{Client, TempDir, cli_binary, loopback_addrs, now, snaplockd};
 
 pub struct Cluster {
     pub dir: TempDir,
@@ -160,8 +160,7 @@ impl Cluster {
 
     /// `snaplock-cli --socket <node i> args...`: its standard output.
     pub fn cli(&self, i: usize, args: &[&str]) -> String {
-        let cli = PathBuf::from(env!("CARGO_BIN_EXE_snaplockd")).with_file_name("snaplock-cli");
-        let out = std::process::Command::new(cli)
+        let out = std::process::Command::new(cli_binary())
             .arg("--socket")
             .arg(self.socket(i))
             .args(args)
@@ -173,8 +172,7 @@ impl Cluster {
     /// `snaplock-cli --socket <node i> args...`: its exit status and
     /// standard error.
     pub fn cli_status(&self, i: usize, args: &[&str]) -> (Option<i32>, String) {
-        let cli = PathBuf::from(env!("CARGO_BIN_EXE_snaplockd")).with_file_name("snaplock-cli");
-        let out = std::process::Command::new(cli)
+        let out = std::process::Command::new(cli_binary())
             .arg("--socket")
             .arg(self.socket(i))
             .args(args)
