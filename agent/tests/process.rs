@@ -356,6 +356,39 @@ fn neighbors_on_other_computers_without_a_secret_refuse_to_start() {
 }
 
 #[test]
+fn a_start_that_fails_after_the_socket_is_bound_leaves_no_socket_file() {
+    let dir = TempDir::new("failstart");
+    // The peer port is taken: the agent fails after binding its socket.
+    let taken = std::net::TcpListener::bind(common::loopback_addrs(1)[0]).unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let sock = dir.socket();
+    let (code, _, stderr) = run_to_end(&[
+        "--socket",
+        sock.to_str().unwrap(),
+        "--state-dir",
+        dir.path().to_str().unwrap(),
+        "-n",
+        "failed_start",
+        "--listen",
+        &addr,
+        "--neighbors",
+        &addr,
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen for peers on {addr}")),
+        "{stderr}"
+    );
+    assert!(!sock.exists(), "{} was left behind", sock.display());
+    // In process too.
+    let mut cfg = snaplock_agent::AgentConfig::new(&sock);
+    cfg.core.cluster.listen = Some(addr.parse().unwrap());
+    cfg.core.cluster.neighbors = vec![addr.parse().unwrap()];
+    assert!(snaplock_agent::spawn(cfg).is_err());
+    assert!(!sock.exists(), "{} was left behind", sock.display());
+}
+
+#[test]
 fn help_and_version_print_and_exit_0() {
     let (code, stdout, _) = run_to_end(&["--help"]);
     assert_eq!(code, Some(0));
