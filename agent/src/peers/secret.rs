@@ -219,6 +219,23 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_file_that_is_a_fifo_a_device_or_huge_is_refused() {
+        let dir = std::env::temp_dir().join(format!("snaplock-secret-big-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = Secret::load(&fifo).unwrap_err();
+        assert!(e.contains("not a regular file (a FIFO)"), "{e}");
+        let e = Secret::load(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = dir.join("big");
+        fs::write(&big, "s".repeat(MAX_SECRET_FILE as usize + 1)).unwrap();
+        let e = Secret::load(&big).unwrap_err();
+        assert!(e.contains("larger than 65536 bytes"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn the_secret_file_is_its_first_line_trimmed_and_must_not_be_empty() {
         let dir = std::env::temp_dir().join(format!("snaplock-secret-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
