@@ -4,8 +4,8 @@
 #
 #     packaging/build-deb.sh [OUTPUT_DIR]       (default: target/debian)
 #
-# The three .deb files land in OUTPUT_DIR, with the .changes and
-# .buildinfo files; the -dbgsym packages (debug symbols) in
+# The three .deb files land in OUTPUT_DIR, with the .changes (which lists
+# them) and .buildinfo files; the -dbgsym packages (debug symbols) in
 # OUTPUT_DIR/dbgsym.
 #
 # Why dpkg-buildpackage and debhelper rather than cargo-deb: they are
@@ -86,6 +86,20 @@ cp -R "$repo/packaging/debian" "$src/debian"
 say "dpkg-buildpackage (cargo build --release)"
 rm -f "$work"/*.deb "$work"/*.ddeb "$work"/*.changes "$work"/*.buildinfo
 (cd "$src" && CARGO_TARGET_DIR="$work/cargo-target" dpkg-buildpackage -us -uc -b -d)
+
+# The .changes lists every file it describes, and lintian, dput or dcmd
+# look for them beside it: the -dbgsym packages, which go to
+# OUTPUT_DIR/dbgsym, leave it, so it is made again without them.
+changes=$(cd "$work" && ls -- *.changes)
+[ "$(printf '%s\n' "$changes" | wc -l)" -eq 1 ] || die "expected one .changes in $work, found: $changes"
+say "$changes without the -dbgsym packages"
+(
+    cd "$src"
+    mv debian/files debian/files.all
+    grep -v -e '-dbgsym_' debian/files.all >debian/files
+    dpkg-genchanges -b -u"$work" -O"$work/$changes"
+)
+if grep -q -e '-dbgsym_' "$work/$changes"; then die "$changes still lists -dbgsym packages"; fi
 
 # Only this source's outputs are replaced in OUTPUT_DIR. The -dbgsym
 # packages go to OUTPUT_DIR/dbgsym, so that OUTPUT_DIR/*.deb is what to

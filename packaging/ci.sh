@@ -84,6 +84,12 @@ timeout 900 lintian --fail-on error --display-info --tag-display-limit 0 "${debs
 echo "lintian: $(grep -c '^E:' "$tmp/lintian.txt" || true) errors," \
     "$(grep -c '^W:' "$tmp/lintian.txt" || true) warnings," \
     "$(grep -c '^I:' "$tmp/lintian.txt" || true) notes"
+# The .changes lists only files beside it (the -dbgsym packages are in
+# dbgsym/), so that lintian, dput and dcmd can read it.
+changes="$out/snaplock_${version}_${arch}.changes"
+[ -f "$changes" ] || die "$changes was not built"
+timeout 900 lintian --fail-on error "$changes" >"$tmp/lintian-changes.txt" 2>&1 \
+    || { cat "$tmp/lintian-changes.txt"; die "lintian $(basename "$changes") failed"; }
 
 say "install (dpkg -i)"
 installed=yes

@@ -144,7 +144,8 @@ pub fn parse_args(args: &[String]) -> Result<Command, ConfigError> {
         .map_err(|e| ConfigError(format!("{e} (see snaplockd --help)")))?;
     if let Some(extra) = m.free.first() {
         return Err(ConfigError(format!(
-            "unexpected argument {extra:?} (see snaplockd --help)"
+            "unexpected argument {} (see snaplockd --help)",
+            crate::files::shown(extra)
         )));
     }
     if m.opt_present("help") {

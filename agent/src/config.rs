@@ -17,9 +17,11 @@ use std::time::Duration;
 
 use log::LevelFilter;
 use snaplock_proto::ClusterConfig;
+use snaplock_proto::core::request::parse_u64;
 use snaplock_proto::paths::{self, SocketSources};
 use snaplock_proto::wire::is_valid_name;
 
+use crate::files::{self, shown};
 use crate::peers::{self, secret::Secret};
 use crate::state::{self, StateDir};
 
@@ -158,7 +160,7 @@ impl Settings {
     /// Sets `key` from its text form.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), KeyError> {
         let value = value.trim();
-        let bad = |why: &str| KeyError::Invalid(format!("{key}={value:?}: {why}"));
+        let bad = |why: &str| KeyError::Invalid(format!("{key}={}: {why}", shown(value)));
         const NAME_RULE: &str =
             "must be 1 to 64 ASCII letters, digits or '_', not starting with a digit";
         match key {
@@ -177,17 +179,23 @@ impl Settings {
             "socket" => self.socket = non_empty(value).map(PathBuf::from),
             "state_dir" => self.state_dir = non_empty(value).map(PathBuf::from),
             "socket_group" => {
-                self.socket_group = non_empty(value).map(|v| match v.parse::<u32>() {
-                    Ok(gid) => GroupSpec::Gid(gid),
-                    Err(_) => GroupSpec::Name(v.to_owned()),
-                });
+                self.socket_group = non_empty(value)
+                    .map(|v| match unsigned(v) {
+                        Some(gid) => match u32::try_from(gid) {
+                            Ok(gid) => Ok(GroupSpec::Gid(gid)),
+                            Err(_) => Err(()),
+                        },
+                        None => Ok(GroupSpec::Name(v.to_owned())),
+                    })
+                    .transpose()
+                    .map_err(|()| bad("a numeric group must be a gid from 0 to 4294967295"))?;
             }
             "socket_mode" => {
                 let digits = value.strip_prefix("0o").unwrap_or(value);
+                let octal =
+                    !digits.is_empty() && digits.bytes().all(|b| (b'0'..=b'7').contains(&b));
                 match u32::from_str_radix(digits, 8) {
-                    Ok(mode) if mode <= 0o777 && !digits.is_empty() => {
-                        self.socket_mode = Some(mode)
-                    }
+                    Ok(mode) if octal && mode <= 0o777 => self.socket_mode = Some(mode),
                     _ => return Err(bad("must be an octal mode from 0 to 0777, such as 0660")),
                 }
             }
@@ -202,8 +210,12 @@ impl Settings {
             "neighbors" => {
                 let mut list = Vec::new();
                 for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                    let addr = parse_addr(item)
-                        .map_err(|()| bad(&format!("{item:?} is not IP:PORT; neighbors is a comma separated list of IP:PORT")))?;
+                    let addr = parse_addr(item).map_err(|()| {
+                        bad(&format!(
+                            "{} is not IP:PORT; neighbors is a comma separated list of IP:PORT",
+                            shown(item)
+                        ))
+                    })?;
                     list.push(addr);
                 }
                 self.neighbors = if list.is_empty() { None } else { Some(list) };
@@ -211,8 +223,8 @@ impl Settings {
             "candidate_priority" => {
                 self.candidate_priority = Some(match value {
                     "off" => Priority::Off,
-                    v => match v.parse::<u8>() {
-                        Ok(p @ 1..=15) => Priority::Level(p),
+                    v => match unsigned(v) {
+                        Some(p @ 1..=15) => Priority::Level(p as u8),
                         _ => return Err(bad("must be from 1 to 15, or off")),
                     },
                 });
@@ -333,17 +345,19 @@ fn decimal(v: &str, decimals: u32) -> Option<u64> {
     let frac_scaled = if frac.is_empty() {
         0
     } else {
-        frac.parse::<u64>().ok()? * 10u64.pow(decimals - frac.len() as u32)
+        unsigned(frac)? * 10u64.pow(decimals - frac.len() as u32)
     };
-    int.parse::<u64>()
-        .ok()?
-        .checked_mul(scale)?
-        .checked_add(frac_scaled)
+    unsigned(int)?.checked_mul(scale)?.checked_add(frac_scaled)
+}
+
+/// Digits only, as the protocol reads its numbers: no sign, no blank.
+fn unsigned(v: &str) -> Option<u64> {
+    parse_u64(v.as_bytes())
 }
 
 fn number(v: &str, (min, max): (usize, usize), unit: &str) -> Result<usize, String> {
-    match v.parse::<usize>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
+    match unsigned(v).and_then(|n| usize::try_from(n).ok()) {
+        Some(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(format!("must be an integer from {min} to {max}{unit}")),
     }
 }
@@ -371,7 +385,8 @@ pub fn parse_text(origin: &str, text: &str) -> Result<Settings, ConfigError> {
         let at = format!("{origin}:{}", i + 1);
         let Some((key, value)) = line.split_once('=') else {
             return Err(ConfigError(format!(
-                "{at}: expected name=value, found {line:?}"
+                "{at}: expected name=value, found {}",
+                shown(line)
             )));
         };
         let key = key.trim();
@@ -379,7 +394,8 @@ pub fn parse_text(origin: &str, text: &str) -> Result<Settings, ConfigError> {
             Ok(()) => {}
             Err(KeyError::Unknown) => {
                 return Err(ConfigError(format!(
-                    "{at}: unknown key {key:?} (known keys: {})",
+                    "{at}: unknown key {} (known keys: {})",
+                    shown(key),
                     KEYS.join(", ")
                 )));
             }
@@ -389,9 +405,14 @@ pub fn parse_text(origin: &str, text: &str) -> Result<Settings, ConfigError> {
     Ok(settings)
 }
 
-/// Reads a configuration file.
+/// The largest configuration file read, in bytes: far more than any
+/// real one, and a bound on what a wrong path can make the agent read.
+pub const MAX_CONFIG_FILE: u64 = 1 << 20;
+
+/// Reads a configuration file: a regular file of at most
+/// [`MAX_CONFIG_FILE`] bytes ([`files::read_regular`]).
 pub fn read_file(path: &Path) -> Result<Settings, ConfigError> {
-    let text = std::fs::read(path).map_err(|e| {
+    let (text, _) = files::read_regular(path, MAX_CONFIG_FILE).map_err(|e| {
         ConfigError(format!(
             "cannot read the configuration file {}: {e}",
             path.display()
@@ -575,9 +596,13 @@ pub fn resolve_group(group: &GroupSpec) -> Result<u32, ConfigError> {
         GroupSpec::Gid(gid) => Ok(*gid),
         GroupSpec::Name(name) => match nix::unistd::Group::from_name(name) {
             Ok(Some(g)) => Ok(g.gid.as_raw()),
-            Ok(None) => Err(ConfigError(format!("socket_group={name:?}: no such group"))),
+            Ok(None) => Err(ConfigError(format!(
+                "socket_group={}: no such group",
+                shown(name)
+            ))),
             Err(e) => Err(ConfigError(format!(
-                "socket_group={name:?}: cannot look the group up: {e}"
+                "socket_group={}: cannot look the group up: {e}",
+                shown(name)
             ))),
         },
     }

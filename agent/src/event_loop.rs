@@ -38,6 +38,7 @@ use crate::clock::Clock;
 use crate::config::{AgentConfig, LogSource};
 use crate::conn::{Conn, FlushOutcome, ReadOutcome};
 use crate::listen::{self, SocketFile};
+use crate::logging::RateLimit;
 use crate::notify::Notifier;
 use crate::peers::{self, Peers};
 use crate::signals::{self, Signals};
@@ -88,34 +89,6 @@ impl Hasher for IdHasher {
 }
 
 type ConnMap = HashMap<u64, Conn, BuildHasherDefault<IdHasher>>;
-
-/// Logs at most one message of a kind per interval, counting the others.
-struct RateLimit {
-    next: Time,
-    suppressed: u64,
-}
-
-impl RateLimit {
-    const INTERVAL: Duration = Duration::from_secs(10);
-
-    fn new() -> RateLimit {
-        RateLimit {
-            next: Time::ZERO,
-            suppressed: 0,
-        }
-    }
-
-    /// `Some(number suppressed since the last one)` when a message may go out.
-    fn allow(&mut self, now: Time) -> Option<u64> {
-        if now >= self.next {
-            self.next = now + Self::INTERVAL;
-            Some(std::mem::take(&mut self.suppressed))
-        } else {
-            self.suppressed += 1;
-            None
-        }
-    }
-}
 
 /// The agent's state between two iterations.
 pub(crate) struct EventLoop {

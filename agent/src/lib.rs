@@ -29,6 +29,7 @@ pub mod clock;
 pub mod config;
 pub mod conn;
 mod event_loop;
+pub mod files;
 pub mod listen;
 pub mod logging;
 pub mod notify;

@@ -4,8 +4,10 @@
 //! connection attempt proves nobody answers on it; one that answers belongs
 //! to a running agent, and starting a second one would split the lock
 //! table in two. On exit the file is removed only if it is still the one
-//! this agent created, so a successor that already bound the path keeps it.
+//! this agent created, so a successor that already bound the path keeps it;
+//! an agent that fails to start after binding removes it too.
 
+use std::cell::Cell;
 use std::fs::{self, DirBuilder, Permissions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
@@ -16,13 +18,15 @@ use mio::net::{UnixListener, UnixStream};
 use crate::AgentError;
 use crate::config::AgentConfig;
 
-/// The socket file this agent created.
+/// The socket file this agent created; removed when dropped, unless
+/// [`SocketFile::remove`] did it already.
 #[derive(Debug)]
 pub struct SocketFile {
     path: PathBuf,
     /// Device, inode and change time: an inode number alone may be reused
     /// by a file created after ours was removed.
     identity: (u64, u64, i64, i64),
+    removed: Cell<bool>,
 }
 
 fn identity(m: &fs::Metadata) -> (u64, u64, i64, i64) {
@@ -35,8 +39,11 @@ impl SocketFile {
         &self.path
     }
 
-    /// Removes the file if it is still ours.
+    /// Removes the file if it is still ours (once).
     pub fn remove(&self) {
+        if self.removed.replace(true) {
+            return;
+        }
         match fs::symlink_metadata(&self.path) {
             Ok(m) if m.file_type().is_socket() && identity(&m) == self.identity => {
                 if let Err(e) = fs::remove_file(&self.path) {
@@ -49,6 +56,13 @@ impl SocketFile {
             ),
             Err(_) => {}
         }
+    }
+}
+
+impl Drop for SocketFile {
+    /// A start that fails after the bind leaves no socket behind.
+    fn drop(&mut self) {
+        self.remove();
     }
 }
 
@@ -76,6 +90,14 @@ pub fn bind(cfg: &AgentConfig) -> Result<(UnixListener, SocketFile), AgentError>
             source: e,
         }
     })?;
+    let stat =
+        || fs::symlink_metadata(path).map_err(io_error(format!("cannot stat {}", path.display())));
+    // Ours from here: an error below drops it, and so removes it.
+    let mut file = SocketFile {
+        path: path.clone(),
+        identity: identity(&stat()?),
+        removed: Cell::new(false),
+    };
     fs::set_permissions(path, Permissions::from_mode(cfg.socket_mode)).map_err(io_error(
         format!(
             "cannot set the mode of {} to {:o}",
@@ -83,21 +105,16 @@ pub fn bind(cfg: &AgentConfig) -> Result<(UnixListener, SocketFile), AgentError>
             cfg.socket_mode
         ),
     ))?;
+    // Each change of mode or owner changes the file's change time.
+    file.identity = identity(&stat()?);
     if let Some(gid) = cfg.socket_group {
         std::os::unix::fs::chown(path, None, Some(gid)).map_err(io_error(format!(
             "cannot give {} to group {gid}",
             path.display()
         )))?;
+        file.identity = identity(&stat()?);
     }
-    let meta =
-        fs::symlink_metadata(path).map_err(io_error(format!("cannot stat {}", path.display())))?;
-    Ok((
-        listener,
-        SocketFile {
-            path: path.clone(),
-            identity: identity(&meta),
-        },
-    ))
+    Ok((listener, file))
 }
 
 /// `/tmp/snaplock-<uid>`: created 0700 when missing; refused when another

@@ -15,9 +15,12 @@ use std::path::{Path, PathBuf};
 use snaplock_proto::cluster::Persisted;
 
 use crate::AgentError;
+use crate::files::{self, FileError};
 
 /// The packaged state directory (`StateDirectory=snaplock` in the unit).
 pub const VAR_LIB_DIR: &str = "/var/lib/snaplock";
+/// The largest record read, in bytes: a record is a few dozen.
+const MAX_RECORD: u64 = 4096;
 
 /// Where the record is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,21 +108,27 @@ impl StateFile {
             path: dir.join(format!("{server_name}.state")),
             tmp: dir.join(format!("{server_name}.state.tmp")),
         };
-        let record = match fs::read_to_string(&file.path) {
-            Ok(text) => Persisted::parse(&text).map_err(|e| {
-                OpenError::Broken(format!(
-                    "{}: not a snaplock record ({e}); restore it, or remove it if the fences of \
-                     this cluster may start again from the wall clock",
-                    file.path.display()
-                ))
-            })?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Persisted::default(),
-            Err(e) => {
+        let broken = |why: String| {
+            OpenError::Broken(format!(
+                "{}: not a snaplock record ({why}); restore it, or remove it if the fences of \
+                 this cluster may start again from the wall clock",
+                file.path.display()
+            ))
+        };
+        let record = match files::read_regular(&file.path, MAX_RECORD) {
+            Ok((bytes, _)) => {
+                let text = String::from_utf8(bytes).map_err(|_| broken("not UTF-8".into()))?;
+                Persisted::parse(&text).map_err(|e| broken(e.to_string()))?
+            }
+            Err(FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Persisted::default(),
+            Err(FileError::Io(e)) => {
                 return Err(OpenError::Unusable(format!(
                     "cannot read {}: {e}",
                     file.path.display()
                 )));
             }
+            // Something else is there: never replaced silently.
+            Err(e) => return Err(broken(e.to_string())),
         };
         file.save(&record).map_err(|e| {
             OpenError::Unusable(format!("cannot write {}: {e}", file.path.display()))
@@ -247,6 +256,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a snaplock record"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_or_a_huge_file_in_the_records_place_is_refused_at_once() {
+        let dir = temp("fifo");
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("web1.state");
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // On a thread: a FIFO opened for reading may wait for a writer.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let given = StateDir::Given(dir.clone());
+        std::thread::spawn(move || {
+            tx.send(open(&given, "web1").map(|_| ()).map_err(|e| e.to_string()))
+        });
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("no wait on a FIFO")
+            .unwrap_err();
+        assert!(e.contains("not a regular file (a FIFO)"), "{e}");
+        fs::remove_file(&path).unwrap();
+        fs::write(&path, "x".repeat(1 << 20)).unwrap();
+        let e = open(&StateDir::Given(dir.clone()), "web1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("larger than 4096 bytes") && e.len() < 400, "{e}");
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,5 +1,5 @@
 //! Peer links between agents: the handshake, refusals, one link per pair,
-//! redialing. Real agents on 127.0.0.1 (in-process, or `snaplockd`
+//! redialing. Real agents on loopback addresses (in-process, or `snaplockd`
 //! processes where their logs are read), and raw TCP "peers" that speak the
 //! handshake themselves, right or wrong.
 
@@ -12,23 +12,13 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Client, TempDir, WAIT, deadline_in, now, snaplockd};
+use common::{Client, TempDir, WAIT, deadline_in, loopback_addrs, now, snaplockd};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use snaplock_agent::{Agent, AgentConfig};
 use snaplock_proto::wire::{Message, parse};
 
 const SECRET: &str = "correct horse battery staple";
-
-/// `n` distinct free ports on 127.0.0.1, in increasing order.
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let mut addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    addrs.sort_by_key(|a| a.port());
-    addrs
-}
 
 fn write_secret(dir: &TempDir) -> PathBuf {
     let path = dir.path().join("secret");
@@ -196,7 +186,7 @@ impl Trio {
     fn start(tag: &str) -> Trio {
         let dir = TempDir::new(tag);
         let secret = write_secret(&dir);
-        let members = free_addrs(4);
+        let members = loopback_addrs(4);
         let names = ["alpha", "beta", "gamma"];
         let agents: Vec<Agent> = (0..3)
             .map(|i| {
@@ -224,7 +214,7 @@ impl Trio {
 fn two_agents_with_a_shared_secret_link_up_and_grant_locks() {
     let dir = TempDir::new("pair");
     let secret = write_secret(&dir);
-    let members = free_addrs(2);
+    let members = loopback_addrs(2);
     let a = snaplock_agent::spawn(agent_config(
         &dir,
         "alpha",
@@ -297,7 +287,7 @@ fn only_a_dialer_that_proves_the_secret_links_up() {
 fn connects_of_another_cluster_version_member_or_taken_name_are_refused() {
     let trio = Trio::start("refusals");
     let (socket, addr) = trio.alpha();
-    let stranger = free_addrs(1)[0];
+    let stranger = loopback_addrs(1)[0];
     // A connection that says nothing is closed after the handshake timeout.
     let quiet_since = now();
     let mut quiet = Raw::connect(addr);
@@ -473,7 +463,7 @@ impl Duo {
     /// `agent_smaller`: whether the agent's address is the smaller one.
     fn start(tag: &str, agent_smaller: bool) -> Duo {
         let dir = TempDir::new(tag);
-        let members = free_addrs(2);
+        let members = loopback_addrs(2);
         let (a, p) = if agent_smaller {
             (members[0], members[1])
         } else {
@@ -660,7 +650,7 @@ impl Drop for Logged {
 #[test]
 fn two_agents_started_together_keep_exactly_one_link() {
     let dir = TempDir::new("together");
-    let members = free_addrs(2);
+    let members = loopback_addrs(2);
     let list = format!("{},{}", members[0], members[1]);
     let start = |name: &str, listen: SocketAddr| {
         let socket = dir.path().join(format!("{name}.sock"));
@@ -704,4 +694,117 @@ fn two_agents_started_together_keep_exactly_one_link() {
             "{name} warns it has no secret:\n{log}"
         );
     }
+}
+
+#[test]
+fn a_flood_of_half_open_garbage_and_refused_connections_leaves_the_log_small() {
+    let dir = TempDir::new("flood");
+    let members = loopback_addrs(2);
+    let socket = dir.path().join("alpha.sock");
+    let args: Vec<String> = [
+        "--socket",
+        socket.to_str().unwrap(),
+        "--state-dir",
+        dir.path().to_str().unwrap(),
+        "-n",
+        "alpha",
+        "--listen",
+        &members[0].to_string(),
+        "--neighbors",
+        &format!("{},{}", members[0], members[1]),
+        "--log-level",
+        "info",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let agent = Logged::start(&args);
+    let begin = now();
+    while !socket.exists() || TcpStream::connect(members[0]).is_err() {
+        assert!(begin.elapsed() < WAIT, "the agent did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let before = agent.log().lines().count();
+    // Half-open connections that fill the handshake slots and wait out
+    // their timeout, lines of garbage, handshakes of another cluster, and
+    // connections closed at once: each used to log a line.
+    let mut half_open = Vec::new();
+    let flood_start = now();
+    let mut made = 0;
+    while made < 1500 && flood_start.elapsed() < Duration::from_secs(3) {
+        made += 1;
+        // Bounded: a full accept queue makes a connect wait for retries.
+        let Ok(stream) = TcpStream::connect_timeout(&members[0], Duration::from_millis(500)) else {
+            continue;
+        };
+        // Closed with a reset: the flood leaves no TIME_WAIT behind.
+        socket2::SockRef::from(&stream)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        let mut raw = Raw::from(stream);
+        match made % 4 {
+            0 if half_open.len() < 100 => half_open.push(raw),
+            1 => raw.send_bytes(b"\x00\x01 garbage\n"),
+            2 => raw.send(&format!(
+                "CONNECT challenge={CH};cluster=other;listen={};name=xray;version=1",
+                members[1]
+            )),
+            _ => {}
+        }
+    }
+    // The half-open ones time out after 5 s.
+    while flood_start.elapsed() < Duration::from_millis(5800) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(half_open);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        info(&socket).command,
+        "STATUS",
+        "the agent serves its clients"
+    );
+    let log = agent.log();
+    let flood_lines = log.lines().count() - before;
+    eprintln!(
+        "{made} connections in {:?}: {flood_lines} log lines, {} bytes in all",
+        flood_start.elapsed(),
+        log.len()
+    );
+    assert!(
+        log.contains("peer connection from") || log.contains("refused"),
+        "the flood was seen:\n{log}"
+    );
+    assert!(
+        flood_lines <= 12,
+        "{flood_lines} lines for {made} connections; the first ones:\n{}",
+        log.lines().take(40).collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn a_connection_on_127_0_0_1_with_the_agents_port_does_not_keep_it_from_listening() {
+    // The race the tests' addresses avoid: between finding a port free and
+    // the agent's bind, a connection of the machine may be given that port
+    // as its ephemeral one, on 127.0.0.1. On an address of its own, the
+    // agent binds all the same.
+    let dir = TempDir::new("squat");
+    let members = loopback_addrs(2);
+    let port = members[0].port();
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let squatter =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let taken: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // Bound as the kernel binds a connection's ephemeral port (another
+    // socket of the machine may hold it already: that is the race too).
+    let _connection = squatter.bind(&taken.into()).ok().map(|()| {
+        squatter
+            .connect(&server.local_addr().unwrap().into())
+            .unwrap();
+        squatter
+    });
+    let agent = snaplock_agent::spawn(agent_config(&dir, "alpha", members[0], &members, None))
+        .expect("the agent listens on its own address");
+    assert_eq!(info(agent.socket()).command, "STATUS");
+    agent.stop().unwrap();
 }

@@ -214,6 +214,84 @@ fn a_missing_named_config_file_is_exit_2() {
     );
 }
 
+/// `snaplockd args...` under `ulimit -v` (1 GiB): a run that reads
+/// without bound fails instead of taking the machine's memory.
+fn run_bounded(args: &[&str]) -> (Option<i32>, String) {
+    let child = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 1048576 && exec \"$@\"", "sh"])
+        .arg(env!("CARGO_BIN_EXE_snaplockd"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("SNAPLOCK_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh runs");
+    wait_bounded(child)
+}
+
+#[test]
+fn a_config_that_is_no_regular_file_is_refused_at_once_not_waited_for() {
+    let dir = TempDir::new("fifo");
+    let fifo = dir.path().join("fifo.conf");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let sock = dir.socket();
+    let sock = sock.to_str().unwrap();
+    for (path, kind) in [
+        (fifo.to_str().unwrap(), "FIFO"),
+        ("/dev/zero", "character device"),
+        (dir.path().to_str().unwrap(), "directory"),
+    ] {
+        for check in [true, false] {
+            let mut args = vec!["-c", path, "--socket", sock, "-n", "fifo_test"];
+            if check {
+                args.push("--check-config");
+            }
+            let started = common::now();
+            let (code, stderr) = run_bounded(&args);
+            assert_eq!(code, Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("not a regular file (a {kind})")),
+                "{args:?}: {stderr}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+            assert!(!dir.socket().exists());
+        }
+    }
+}
+
+#[test]
+fn a_huge_config_value_gives_a_short_message_and_signs_are_refused() {
+    let dir = TempDir::new("huge");
+    let conf = dir.path().join("snaplock.conf");
+    std::fs::write(&conf, format!("max_clients={}\n", "9".repeat(900_000))).unwrap();
+    let conf = conf.to_str().unwrap();
+    let (code, stderr) = run_bounded(&["--check-config", "-c", conf]);
+    assert_eq!(code, Some(2), "{}", &stderr[..stderr.len().min(500)]);
+    assert!(
+        stderr.len() < 400 && stderr.contains("(900000 bytes)"),
+        "a message of {} bytes: {}",
+        stderr.len(),
+        &stderr[..stderr.len().min(500)]
+    );
+    // Past the file's bound: refused whole, before it is parsed.
+    std::fs::write(conf, format!("max_clients={}\n", "9".repeat(10_000_000))).unwrap();
+    let (code, stderr) = run_bounded(&["--check-config", "-c", conf]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.len() < 400 && stderr.contains("larger than 1048576 bytes"),
+        "a message of {} bytes: {}",
+        stderr.len(),
+        &stderr[..stderr.len().min(500)]
+    );
+    std::fs::write(conf, "max_clients=+5\n").unwrap();
+    let (code, stderr) = run_bounded(&["--check-config", "-c", conf]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("max_clients=\"+5\""), "{stderr}");
+}
+
 #[test]
 fn bad_options_exit_2() {
     for (args, wanted) in [
@@ -275,6 +353,39 @@ fn neighbors_on_other_computers_without_a_secret_refuse_to_start() {
         ]);
         assert_eq!(code, Some(0), "{neighbors}: {stderr}");
     }
+}
+
+#[test]
+fn a_start_that_fails_after_the_socket_is_bound_leaves_no_socket_file() {
+    let dir = TempDir::new("failstart");
+    // The peer port is taken: the agent fails after binding its socket.
+    let taken = std::net::TcpListener::bind(common::loopback_addrs(1)[0]).unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let sock = dir.socket();
+    let (code, _, stderr) = run_to_end(&[
+        "--socket",
+        sock.to_str().unwrap(),
+        "--state-dir",
+        dir.path().to_str().unwrap(),
+        "-n",
+        "failed_start",
+        "--listen",
+        &addr,
+        "--neighbors",
+        &addr,
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen for peers on {addr}")),
+        "{stderr}"
+    );
+    assert!(!sock.exists(), "{} was left behind", sock.display());
+    // In process too.
+    let mut cfg = snaplock_agent::AgentConfig::new(&sock);
+    cfg.core.cluster.listen = Some(addr.parse().unwrap());
+    cfg.core.cluster.neighbors = vec![addr.parse().unwrap()];
+    assert!(snaplock_agent::spawn(cfg).is_err());
+    assert!(!sock.exists(), "{} was left behind", sock.display());
 }
 
 #[test]

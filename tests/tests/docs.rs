@@ -623,3 +623,94 @@ fn the_option_scanner_finds_long_options_and_nothing_else() {
         .collect();
     assert_eq!(found, expected);
 }
+
+/// Every number after `fence=` or `fence: ` in `text`.
+fn fences_in(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for marker in ["fence=", "fence: "] {
+        for (at, _) in text.match_indices(marker) {
+            let digits: String = text[at + marker.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if !digits.is_empty() {
+                found.push(digits);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_example_fences_are_as_large_as_real_ones_and_the_docs_say_to_keep_them_as_text() {
+    let replies = ask(&["LOCK object_name=x;duration=10"]);
+    let real = replies
+        .iter()
+        .find(|m| m.command == "LOCKED")
+        .and_then(|m| m.get_str("fence"))
+        .expect("a LOCKED with a fence")
+        .to_owned();
+    assert!(
+        real.parse::<u64>().unwrap() > 1 << 53,
+        "a real fence, {real}, exceeds 2^53"
+    );
+    let mut checked = 0;
+    for file in ["README.md", "man/snaplock.7", "man/snaplock-cli.1"] {
+        for fence in fences_in(&read(file)) {
+            assert_eq!(
+                fence.len(),
+                real.len(),
+                "{file}: the example fence {fence} is not of the size of a real one ({real})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "only {checked} example fences found");
+    let fences = man_section(&man_text("snaplock.7"), "FENCES");
+    assert!(
+        fences.contains("2^53") && fences.contains("JSON"),
+        "snaplock(7) FENCES says fences exceed 2^53 and how to keep them:\n{fences}"
+    );
+    assert!(read("README.md").contains("2^53"));
+}
+
+#[test]
+fn the_pages_say_when_lost_and_unavailable_come_not_only_at_a_stop() {
+    for page in ["snaplock.7", "libsnaplock.3"] {
+        let text = man_text(page).replace('\n', " ");
+        assert!(
+            !text.contains("in this version") && !text.contains("(it is stopping)"),
+            "man/{page} still says that only a stopping agent loses locks"
+        );
+    }
+    // The core revokes (UNLOCKED error=lost) when contact is lost; the
+    // protocol page says so where it describes the error.
+    let errors = man_section(&man_text("snaplock.7"), "ERRORS").replace('\n', " ");
+    let lost = &errors[errors.find(".B lost").expect("lost is described")..];
+    assert!(lost.contains("revoked"), "{lost}");
+    let lost_event = man_text("libsnaplock.3").replace('\n', " ");
+    let at = lost_event
+        .find("SNAPLOCK_EVENT_KIND_LOST (2)")
+        .expect("the LOST event");
+    assert!(lost_event[at..at + 300].contains("revoked"));
+}
+
+#[test]
+fn the_package_and_its_unit_are_those_of_a_cluster_service() {
+    let unit = read("packaging/snaplock.service");
+    for key in ["Wants=", "After="] {
+        assert!(
+            unit.lines()
+                .any(|l| l.starts_with(key) && l.contains("network-online.target")),
+            "snaplock.service: {key}network-online.target (listen= needs the address up)"
+        );
+    }
+    for file in ["packaging/debian/control", "packaging/debian/changelog"] {
+        let text = read(file).replace("\n ", " ");
+        assert!(
+            !text.contains("processes of one computer.") && !text.contains("of a computer"),
+            "{file} describes a single-computer service"
+        );
+        assert!(text.contains("cluster"), "{file} does not mention clusters");
+    }
+}

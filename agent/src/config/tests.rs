@@ -189,6 +189,71 @@ fn a_bad_value_names_the_key_and_the_allowed_range() {
 }
 
 #[test]
+fn numbers_take_digits_only_as_the_protocol_does() {
+    for text in [
+        "max_clients=+5",
+        "max_tickets=+100",
+        "max_tickets_per_object=+1",
+        "max_line_length=+1024",
+        "max_pending_output=+65536",
+        "busy_poll=+1",
+        "candidate_priority=+3",
+        "socket_mode=+660",
+        "peer_timeout=+2",
+        "grace=+5.5",
+        "clock_drift=+1",
+        "grace=5.+5",
+        "max_clients=5_000",
+        "max_clients=0x10",
+    ] {
+        let e = err_of(&format!("{text}\n"));
+        let key = text.split('=').next().unwrap();
+        assert!(e.contains(&format!("{key}=\"")), "{text}: {e}");
+    }
+    // A numeric group that is no gid is refused, not taken as a name; a
+    // signed one is no number, so it can only be a group's name.
+    assert!(err_of("socket_group=4294967296\n").contains("gid"));
+    assert_eq!(
+        parse_text("f", "socket_group=+5\n").unwrap().socket_group,
+        Some(GroupSpec::Name("+5".to_owned()))
+    );
+}
+
+#[test]
+fn a_huge_value_is_cut_in_the_message() {
+    let huge = "9".repeat(10_000_000);
+    for text in [
+        format!("max_clients={huge}\n"),
+        format!("neighbors=127.0.0.1:1,{huge}\n"),
+        format!("{huge}\n"),
+        format!("{huge}=1\n"),
+    ] {
+        let e = err_of(&text);
+        assert!(e.len() < 1000, "a message of {} bytes", e.len());
+        assert!(e.contains("(10000000 bytes)"), "{e}");
+    }
+}
+
+#[test]
+fn the_configuration_file_must_be_a_regular_file_of_bounded_size() {
+    let dir = std::env::temp_dir().join(format!("sla-conf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.conf");
+    let mut text = "# padding\n".repeat((MAX_CONFIG_FILE / 10) as usize + 1);
+    text.push_str("max_clients=5\n");
+    std::fs::write(&big, &text).unwrap();
+    let e = read_file(&big).unwrap_err().0;
+    assert!(e.contains("larger than 1048576 bytes"), "{e}");
+    let e = read_file(Path::new("/dev/zero")).unwrap_err().0;
+    assert!(e.contains("not a regular file"), "{e}");
+    let ok = dir.join("ok.conf");
+    std::fs::write(&ok, "max_clients=5\n").unwrap();
+    assert_eq!(read_file(&ok).unwrap().max_clients, Some(5));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn options_win_over_the_file() {
     let file = parse_text(
         "f",

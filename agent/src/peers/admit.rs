@@ -38,10 +38,14 @@ impl Peers {
 
     /// Answers `REFUSE reason=...` and closes once it is written.
     fn refuse(&mut self, now: Now, id: u64, level: Level, reason: &str) {
+        let Some(link) = self.links.get(&id) else {
+            return;
+        };
+        let line = format!("peer {}: refused: {reason}", link.describe());
+        self.log_stranger(now.mono, level, &line);
         let Some(link) = self.links.get_mut(&id) else {
             return;
         };
-        log::log!(level, "peer {}: refused: {reason}", link.describe());
         link.queue(&handshake::refuse(reason));
         link.state = State::Refusing;
         link.deadline = Some(now.mono + REFUSE_LINGER);

@@ -19,7 +19,10 @@
 
 use std::net::SocketAddr;
 
+use snaplock_proto::core::request::parse_u64;
 use snaplock_proto::wire::{Message, is_valid_name};
+
+use crate::files::shown;
 
 use super::secret::{PROOF_LEN, from_hex, to_hex};
 
@@ -101,14 +104,18 @@ pub fn read_connect(msg: &Message, cluster: &str) -> Result<Hello, String> {
     let version = msg
         .get_str("version")
         .ok_or_else(|| "CONNECT without version".to_owned())?;
-    if version.parse::<u32>() != Ok(VERSION) {
+    // Read as every number of the protocol is: digits only.
+    if parse_u64(version.as_bytes()) != Some(u64::from(VERSION)) {
         return Err(format!(
-            "peer protocol version {version:?} is not supported (this agent speaks {VERSION})"
+            "peer protocol version {} is not supported (this agent speaks {VERSION})",
+            shown(version)
         ));
     }
     match msg.get_str("cluster") {
         Some(c) if c == cluster => {}
-        Some(c) => return Err(format!("cluster {c:?} is not this agent's cluster")),
+        Some(c) => {
+            return Err(format!("cluster {} is not this agent's cluster", shown(c)));
+        }
         None => return Err("CONNECT without cluster".to_owned()),
     }
     read_hello(msg)
@@ -139,14 +146,14 @@ fn read_hello(msg: &Message) -> Result<Hello, String> {
         .get_str("name")
         .ok_or_else(|| format!("{cmd} without name"))?;
     if !is_valid_name(name.as_bytes()) {
-        return Err(format!("{cmd}: invalid server name {name:?}"));
+        return Err(format!("{cmd}: invalid server name {}", shown(name)));
     }
     let listen = msg
         .get_str("listen")
         .ok_or_else(|| format!("{cmd} without listen"))?;
     let listen = listen
         .parse::<SocketAddr>()
-        .map_err(|_| format!("{cmd}: listen {listen:?} is not IP:PORT"))?;
+        .map_err(|_| format!("{cmd}: listen {} is not IP:PORT", shown(listen)))?;
     let challenge = msg.get("challenge").unwrap_or_default();
     if from_hex(challenge, CHALLENGE_LEN).is_none() {
         return Err(format!(

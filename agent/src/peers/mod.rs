@@ -44,6 +44,7 @@ use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 use crate::AgentError;
 use crate::config::AgentConfig;
 use crate::conn::{FlushOutcome, ReadOutcome};
+use crate::logging::RateLimit;
 use handshake::Local;
 use link::{Link, State};
 use secret::Secret;
@@ -194,7 +195,13 @@ pub(crate) struct Peers {
     read_buf: Box<[u8]>,
     /// [`max_unsent`] of the configuration.
     max_unsent: usize,
+    /// Lines about connections nobody vouched for ([`Peers::log_stranger`]).
+    stranger_log: RateLimit,
+    accept_errors: RateLimit,
 }
+
+/// Lines about unauthenticated connections logged per 10 s at most.
+const STRANGER_LINES: u32 = 5;
 
 impl Peers {
     /// Reads the secret, listens on `listen=` and plans to dial every other
@@ -220,6 +227,8 @@ impl Peers {
             stopping: false,
             read_buf: vec![0; READ_BUF].into_boxed_slice(),
             max_unsent: max_unsent(cfg.core.max_tickets),
+            stranger_log: RateLimit::with_burst(STRANGER_LINES),
+            accept_errors: RateLimit::new(),
         };
         let cluster = &cfg.core.cluster;
         let Some(listen) = cluster.listen else {
@@ -336,12 +345,35 @@ impl Peers {
         handshake::challenge(random)
     }
 
+    /// Logs a line about a connection that nobody vouched for (accepted,
+    /// its handshake not done): whoever reaches the port can cause these
+    /// by the thousand, so only [`STRANGER_LINES`] per 10 s go out at
+    /// `level`, the next one counting those left out, and the rest at debug.
+    fn log_stranger(&mut self, now: Time, level: Level, line: &str) {
+        if level >= Level::Debug {
+            return log::log!(level, "{line}");
+        }
+        match self.stranger_log.allow(now) {
+            Some(0) => log::log!(level, "{line}"),
+            Some(n) => log::log!(
+                level,
+                "{line} ({n} more lines about unauthenticated peer connections not logged)"
+            ),
+            None => log::debug!("{line}"),
+        }
+    }
+
     /// Closes a link, logging why; an up link is reported down.
     fn drop_link(&mut self, registry: &Registry, now: Now, id: u64, level: Level, why: &str) {
         let Some(mut link) = self.links.remove(&id) else {
             return;
         };
-        log::log!(level, "peer {}: {why}", link.describe());
+        let line = format!("peer {}: {why}", link.describe());
+        if !link.outbound && link.state != State::Up {
+            self.log_stranger(now.mono, level, &line);
+        } else {
+            log::log!(level, "{line}");
+        }
         let _ = registry.deregister(&mut link.stream);
         let was_up = link.state == State::Up;
         if was_up {
@@ -472,10 +504,12 @@ impl Peers {
                 Err(e) => {
                     // Out of file descriptors, say: the connection stays
                     // queued and no new edge may come, so retry on a timer.
-                    log::warn!(
-                        "cannot accept a peer connection: {e}; retrying in {} ms",
-                        ACCEPT_PAUSE.as_millis()
-                    );
+                    if let Some(skipped) = self.accept_errors.allow(now.mono) {
+                        log::warn!(
+                            "cannot accept a peer connection: {e}; retrying in {} ms ({skipped} more such errors not logged)",
+                            ACCEPT_PAUSE.as_millis()
+                        );
+                    }
                     self.accept_at = Some(now.mono + ACCEPT_PAUSE);
                     return;
                 }
@@ -497,18 +531,18 @@ impl Peers {
             .filter(|l| !l.outbound && l.state != State::Up)
             .count();
         if handshaking >= MAX_HANDSHAKES {
-            log::warn!(
+            let line = format!(
                 "peer connection from {remote} closed: {MAX_HANDSHAKES} others are in their handshake"
             );
-            return;
+            return self.log_stranger(now.mono, Level::Warn, &line);
         }
         let mut stream = stream;
         tune(&stream);
         let id = self.next_id;
         self.next_id += 1;
         if let Err(e) = registry.register(&mut stream, token(id), Interest::READABLE) {
-            log::warn!("cannot watch the peer connection from {remote}: {e}");
-            return;
+            let line = format!("cannot watch the peer connection from {remote}: {e}");
+            return self.log_stranger(now.mono, Level::Warn, &line);
         }
         let mut link = Link::new(stream, State::AwaitConnect, remote, MAX_LINE);
         link.deadline = Some(now.mono + HANDSHAKE_TIMEOUT);

@@ -7,14 +7,18 @@
 //! goes on the wire, and proofs are compared in constant time.
 
 use std::fmt;
-use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::files;
+
 type HmacSha256 = Hmac<Sha256>;
+
+/// The largest secret file read, in bytes (only its first line is used).
+pub const MAX_SECRET_FILE: u64 = 64 << 10;
 
 /// Length of a proof, in bytes (SHA-256).
 pub const PROOF_LEN: usize = 32;
@@ -46,15 +50,13 @@ impl Secret {
     }
 
     /// Reads the first line of `path`, without its surrounding blanks.
-    /// Refused when unreadable or empty; the second value is a warning when
-    /// other users may read or change it.
+    /// Refused when unreadable, empty, not a regular file or larger than
+    /// [`MAX_SECRET_FILE`]; the second value is a warning when other users
+    /// may read or change it.
     pub fn load(path: &Path) -> Result<(Secret, Option<String>), String> {
         let at = format!("secret_file={}", path.display());
-        let meta = fs::metadata(path).map_err(|e| format!("{at}: cannot read it: {e}"))?;
-        if !meta.is_file() {
-            return Err(format!("{at}: cannot read it: not a regular file"));
-        }
-        let text = fs::read(path).map_err(|e| format!("{at}: cannot read it: {e}"))?;
+        let (text, meta) = files::read_regular(path, MAX_SECRET_FILE)
+            .map_err(|e| format!("{at}: cannot read it: {e}"))?;
         let first = text.split(|&b| b == b'\n').next().unwrap_or_default();
         let secret = first.trim_ascii();
         if secret.is_empty() {
@@ -160,6 +162,7 @@ pub fn from_hex(text: &[u8], len: usize) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn proofs_are_hmac_sha256_of_the_documented_text() {
@@ -213,6 +216,23 @@ mod tests {
         assert_eq!(from_hex(b"0001abf", 4), None);
         assert_eq!(from_hex(b"0001abfg", 4), None);
         assert_eq!(from_hex(b"+001abff", 4), None);
+    }
+
+    #[test]
+    fn a_secret_file_that_is_a_fifo_a_device_or_huge_is_refused() {
+        let dir = std::env::temp_dir().join(format!("snaplock-secret-big-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = Secret::load(&fifo).unwrap_err();
+        assert!(e.contains("not a regular file (a FIFO)"), "{e}");
+        let e = Secret::load(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let big = dir.join("big");
+        fs::write(&big, "s".repeat(MAX_SECRET_FILE as usize + 1)).unwrap();
+        let e = Secret::load(&big).unwrap_err();
+        assert!(e.contains("larger than 65536 bytes"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

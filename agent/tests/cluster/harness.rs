@@ -1,7 +1,8 @@
-//! N `snaplockd` processes on 127.0.0.1, each with its own socket, listen
-//! port and log, stopped by pid when the guard drops.
+//! N `snaplockd` processes on a loopback address of their cluster's own
+//! ([`loopback_addrs`]), each with its own socket, listen port and log,
+//! stopped by pid when the guard drops.
 
-use std::net::TcpListener;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -10,23 +11,12 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use snaplock_proto::wire::Message;
 
-use crate::common::{Client, TempDir, now, snaplockd};
+use crate::common::{Client, TempDir, cli_binary, loopback_addrs, now, snaplockd};
 
 pub struct Cluster {
     pub dir: TempDir,
-    ports: Vec<u16>,
+    addrs: Vec<SocketAddr>,
     children: Vec<Option<Child>>,
-}
-
-/// Free ports: bound, read, released (the agents bind them right after).
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
 }
 
 impl Cluster {
@@ -44,7 +34,7 @@ impl Cluster {
     pub fn start_some(tag: &str, n: usize, up: usize) -> Cluster {
         let mut c = Cluster {
             dir: TempDir::new(tag),
-            ports: free_ports(n),
+            addrs: loopback_addrs(n),
             children: (0..n).map(|_| None).collect(),
         };
         for i in 0..up {
@@ -53,9 +43,10 @@ impl Cluster {
         c
     }
 
-    /// Agent `i`'s listen port (the conductor is the agent with the lowest).
-    pub fn port(&self, i: usize) -> u16 {
-        self.ports[i]
+    /// Agent `i`'s listen address (the conductor is the agent with the
+    /// lowest; they differ by their ports only).
+    pub fn addr(&self, i: usize) -> SocketAddr {
+        self.addrs[i]
     }
 
     pub fn socket(&self, i: usize) -> PathBuf {
@@ -63,11 +54,7 @@ impl Cluster {
     }
 
     fn spawn(&mut self, i: usize) {
-        let neighbors: Vec<String> = self
-            .ports
-            .iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
+        let neighbors: Vec<String> = self.addrs.iter().map(ToString::to_string).collect();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -79,7 +66,7 @@ impl Cluster {
             .arg("--state-dir")
             .arg(self.dir.path())
             .args(["-n", &format!("node{i}")])
-            .args(["--listen", &format!("127.0.0.1:{}", self.ports[i])])
+            .args(["--listen", &self.addrs[i].to_string()])
             .args(["--neighbors", &neighbors.join(",")])
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -173,8 +160,7 @@ impl Cluster {
 
     /// `snaplock-cli --socket <node i> args...`: its standard output.
     pub fn cli(&self, i: usize, args: &[&str]) -> String {
-        let cli = PathBuf::from(env!("CARGO_BIN_EXE_snaplockd")).with_file_name("snaplock-cli");
-        let out = std::process::Command::new(cli)
+        let out = std::process::Command::new(cli_binary())
             .arg("--socket")
             .arg(self.socket(i))
             .args(args)
@@ -186,8 +172,7 @@ impl Cluster {
     /// `snaplock-cli --socket <node i> args...`: its exit status and
     /// standard error.
     pub fn cli_status(&self, i: usize, args: &[&str]) -> (Option<i32>, String) {
-        let cli = PathBuf::from(env!("CARGO_BIN_EXE_snaplockd")).with_file_name("snaplock-cli");
-        let out = std::process::Command::new(cli)
+        let out = std::process::Command::new(cli_binary())
             .arg("--socket")
             .arg(self.socket(i))
             .args(args)

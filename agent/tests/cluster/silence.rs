@@ -120,7 +120,7 @@ fn the_conductor_paused_and_back_costs_the_other_agents_nothing() {
     // drawn at random, so find it.
     let c = Cluster::start("conductor", 3);
     c.wait_converged(3, Duration::from_secs(20));
-    let conductor = (0..3).min_by_key(|&i| c.port(i)).expect("three agents");
+    let conductor = (0..3).min_by_key(|&i| c.addr(i)).expect("three agents");
     let (h, w) = ((conductor + 1) % 3, (conductor + 2) % 3);
     let names = names_over(&leaders(&c), "cond");
     let mut holder = Client::connect(&c.socket(h));

@@ -80,7 +80,7 @@ fn five_agents_that_lose_two_leaders_say_lock_delay_and_refuse_a_try_at_once() {
 #[test]
 fn a_fresh_cluster_of_three_with_two_agents_up_says_whom_it_waits_for() {
     let mut c = Cluster::start_some("wait3", 3, 2);
-    let missing = format!("127.0.0.1:{}", c.port(2));
+    let missing = c.addr(2).to_string();
     for i in 0..2 {
         let info = c.wait_for(i, Duration::from_secs(10), |m| {
             m.get_str("connected") == Some("2")

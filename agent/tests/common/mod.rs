@@ -5,9 +5,11 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -64,6 +66,30 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `n` addresses for agents to listen on, in increasing order: ports the
+/// kernel found free on a loopback address of their own.
+///
+/// A port found free and released is the agent's only if no other socket
+/// binds it first. On 127.0.0.1, any connection of the machine may be
+/// given it as its ephemeral port, and under load one was. So each call
+/// takes another address of 127.0.0.0/8, made of this process's id and a
+/// counter (never 127.0.0.1, whose address connections to the others
+/// come from): only a socket bound to that very address, or to all of
+/// them, could take the port, and test binaries running at once differ
+/// by their process ids.
+pub fn loopback_addrs(n: usize) -> Vec<SocketAddr> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let count = NEXT.fetch_add(1, Ordering::SeqCst);
+    let pid = std::process::id();
+    let ip = Ipv4Addr::new(127, (pid >> 8) as u8, pid as u8, 2 + (count % 250) as u8);
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind((ip, 0)).expect("a free port on a loopback address"))
+        .collect();
+    let mut addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    addrs.sort();
+    addrs
 }
 
 /// An in-process agent on a fresh socket; `tune` adjusts its configuration.
@@ -295,4 +321,58 @@ pub fn ensure_fd_limit(need: u64) {
         "this test needs {need} open files but the hard RLIMIT_NOFILE is {hard} (soft was {soft}); \
          raise it (ulimit -Hn) to run it"
     );
+}
+
+/// `snaplock-cli`, built for this run ([`workspace_binary`]).
+pub fn cli_binary() -> PathBuf {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| workspace_binary("snaplock-cli", "snaplock-cli"))
+        .clone()
+}
+
+/// The binary `bin` of the workspace's package `package`, built now.
+///
+/// Cargo builds the binaries of the package under test only: `cargo test
+/// -p snaplock-agent --test cluster` alone has no `snaplock-cli`, or an
+/// old one. So the test builds it with the cargo that runs it, into the
+/// same target directory and profile as `snaplockd` (when it is up to
+/// date, cargo only checks that). Each test process does it once.
+pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+    let ours = Path::new(env!("CARGO_BIN_EXE_snaplockd"));
+    let profile_dir = ours.parent().expect("the profile's directory");
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("the profile's name");
+    let mut target_dir = profile_dir.parent().expect("the target directory");
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into()));
+    cargo.arg("build").args(["-p", package, "--bin", bin]);
+    // <target>/<triple>/<profile> when a target was named.
+    if !target_dir.join("CACHEDIR.TAG").exists() {
+        let triple = target_dir.file_name().expect("a target triple").to_owned();
+        cargo.arg("--target").arg(triple);
+        target_dir = target_dir.parent().expect("the target directory");
+    }
+    if profile != "debug" {
+        cargo.args(["--profile", profile]);
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace");
+    let out = cargo
+        .arg("--manifest-path")
+        .arg(workspace.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cannot build {bin}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = profile_dir.join(bin);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
 }

@@ -50,24 +50,63 @@ impl Drop for TempDir {
     }
 }
 
-/// `snaplockd`, built next to the test executable (`target/debug`), or the
-/// one `$SNAPLOCK_TEST_AGENT` names (an installed agent, for instance).
+/// `snaplockd`, built for this run ([`workspace_binary`]), or the one
+/// `$SNAPLOCK_TEST_AGENT` names (an installed agent, for instance).
 fn agent_binary() -> PathBuf {
-    if let Some(bin) = std::env::var_os("SNAPLOCK_TEST_AGENT") {
-        return PathBuf::from(bin);
+    static AGENT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    AGENT
+        .get_or_init(|| match std::env::var_os("SNAPLOCK_TEST_AGENT") {
+            Some(bin) => PathBuf::from(bin),
+            None => workspace_binary("snaplock-agent", "snaplockd"),
+        })
+        .clone()
+}
+
+/// The binary `bin` of the workspace's package `package`, built now.
+///
+/// Cargo builds the binaries of the package under test only: `cargo test
+/// -p snaplock-cli` alone has no `snaplockd`, or an old one. So the test
+/// builds it with the cargo that runs it, into the same target directory
+/// and profile as `snaplock-cli` (when it is up to date, cargo only
+/// checks that).
+fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+    let profile_dir = Path::new(CLI).parent().expect("the profile's directory");
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("the profile's name");
+    let mut target_dir = profile_dir.parent().expect("the target directory");
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into()));
+    cargo.arg("build").args(["-p", package, "--bin", bin]);
+    // <target>/<triple>/<profile> when a target was named.
+    if !target_dir.join("CACHEDIR.TAG").exists() {
+        let triple = target_dir.file_name().expect("a target triple").to_owned();
+        cargo.arg("--target").arg(triple);
+        target_dir = target_dir.parent().expect("the target directory");
     }
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target directory");
-    let bin = dir.join("snaplockd");
+    if profile != "debug" {
+        cargo.args(["--profile", profile]);
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the workspace");
+    let out = cargo
+        .arg("--manifest-path")
+        .arg(workspace.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("cargo runs");
     assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p snaplock-agent --bin snaplockd` first",
-        bin.display()
+        out.status.success(),
+        "cannot build {bin}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    bin
+    let path = profile_dir.join(bin);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
 }
 
 /// A running agent; stopped (SIGTERM, then SIGKILL) and cleaned up on drop.
