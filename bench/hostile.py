@@ -212,8 +212,10 @@ def main():
         for t in threads:
             t.join(timeout=150)
         # The lock must still be held: a lost lock arrives as UNLOCKED.
-        still = request(good, "LOCKSTATUS", "LOCK", 5.0) if not any(
-            isinstance(x, tuple) for x in rtts) else "connection failed"
+        try:
+            still = request(good, "LOCKSTATUS", "LOCK", 60.0).split(" ")[0]
+        except (OSError, TimeoutError, EOFError) as e:
+            still = "no answer: %s" % e
         loaded = [x for x in rtts[baseline[0]:] if not isinstance(x, tuple)]
         loaded_valid = valid[baseline[1]:]
         out = {

@@ -43,32 +43,36 @@ use crate::conn::{Conn, FlushOutcome, ReadOutcome};
 pub(crate) const PAUSE_AT: usize = 16 << 10;
 /// Lines served per iteration, all clients together: some 5 ms of work.
 const LINES_PER_ITERATION: usize = 1024;
-/// Reads per iteration, all clients together (a read is up to 64 KiB,
-/// copied into its connection's buffer).
-const READS_PER_ITERATION: usize = 64;
+/// Bytes read per iteration, all clients together (counted as the room
+/// offered to each read: what is read is copied into its connection's
+/// buffer).
+const READ_BYTES_PER_ITERATION: usize = 4 << 20;
 /// Lines served in one connection's turn.
 const LINES_PER_TURN: usize = 32;
-/// Lines served in the first turn of a connection that was idle.
+/// Lines served in the first turn of a connection that was idle, and the
+/// most it reads then: enough for a request or a few, and cheap even when
+/// a thousand connections wake at once.
 const LINES_FIRST_TURN: usize = 4;
+const READ_FIRST_TURN: usize = 4 << 10;
 /// Reads in one connection's turn.
 const READS_PER_TURN: usize = 16;
 
 /// What is left of this iteration's work for clients.
 pub(super) struct Budget {
     lines: usize,
-    reads: usize,
+    bytes: usize,
 }
 
 impl Budget {
     pub(super) fn new() -> Budget {
         Budget {
             lines: LINES_PER_ITERATION,
-            reads: READS_PER_ITERATION,
+            bytes: READ_BYTES_PER_ITERATION,
         }
     }
 
     fn spent(&self) -> bool {
-        self.lines == 0 || self.reads == 0
+        self.lines == 0 || self.bytes < READ_FIRST_TURN
     }
 }
 
@@ -213,10 +217,10 @@ impl EventLoop {
     /// the budget is spent; the rest waits for the next iteration.
     pub(super) fn serve_clients(&mut self, now: Now, budget: &mut Budget) {
         while !budget.spent() {
-            let (id, lines) = match self.fresh.pop_front() {
-                Some(id) => (id, LINES_FIRST_TURN),
+            let (id, turn) = match self.fresh.pop_front() {
+                Some(id) => (id, (LINES_FIRST_TURN, READ_FIRST_TURN)),
                 None => match self.ready.pop_front() {
-                    Some(id) => (id, LINES_PER_TURN),
+                    Some(id) => (id, (LINES_PER_TURN, self.read_buf.len())),
                     None => return,
                 },
             };
@@ -224,7 +228,7 @@ impl EventLoop {
                 continue;
             };
             conn.queued = false;
-            let turn = self.serve(now, id, lines, budget);
+            let turn = self.serve(now, id, turn, budget);
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
@@ -243,7 +247,8 @@ impl EventLoop {
 
     /// One turn: serves the lines already read, then reads more, within
     /// the turn's and the iteration's bounds.
-    fn serve(&mut self, now: Now, id: u64, mut lines: usize, budget: &mut Budget) -> Turn {
+    fn serve(&mut self, now: Now, id: u64, turn: (usize, usize), budget: &mut Budget) -> Turn {
+        let (mut lines, read_size) = turn;
         let mut reads = READS_PER_TURN;
         loop {
             match self.serve_lines(now, id, &mut lines, budget) {
@@ -263,12 +268,13 @@ impl EventLoop {
                 conn.release_idle_memory();
                 return Turn::Idle;
             }
-            if reads == 0 || budget.reads == 0 {
+            let room = read_size.min(budget.bytes);
+            if reads == 0 || room < READ_FIRST_TURN {
                 return Turn::More;
             }
             reads -= 1;
-            budget.reads -= 1;
-            match conn.read(&mut self.read_buf) {
+            budget.bytes -= room;
+            match conn.read(&mut self.read_buf[..room]) {
                 ReadOutcome::Data(n) => {
                     conn.framer
                         .buffer_mut()
@@ -277,7 +283,7 @@ impl EventLoop {
                     // later raise a new edge: skip the read that would only
                     // say EAGAIN. Not when an EOF is known to be there,
                     // since that edge was already reported.
-                    if n < self.read_buf.len() && !conn.eof_pending {
+                    if n < room && !conn.eof_pending {
                         conn.readable = false;
                     }
                 }
