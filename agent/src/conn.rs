@@ -245,6 +245,18 @@ mod tests {
     }
 
     #[test]
+    fn buffered_counts_unsent_replies_and_requests_not_served() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::new(a, 1024);
+        conn.framer.buffer_mut().extend_from_slice(b"INFO\nINF");
+        conn.queue(&Message::new("NOLOCK"));
+        assert_eq!(conn.buffered(), "INFO\nINF".len() + "NOLOCK\n".len());
+        assert!(conn.framer.next_line().is_some());
+        assert_eq!(conn.flush(), FlushOutcome::Empty);
+        assert_eq!(conn.buffered(), "INF".len());
+    }
+
+    #[test]
     fn reads_tell_data_eof_and_would_block_apart() {
         let (a, b) = UnixStream::pair().unwrap();
         let mut conn = Conn::new(a, 1024);
