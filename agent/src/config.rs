@@ -48,6 +48,7 @@ pub const KEYS: &[&str] = &[
     "max_tickets",
     "max_line_length",
     "max_pending_output",
+    "max_pending_total",
     "busy_poll",
     "log_level",
 ];
@@ -56,6 +57,8 @@ pub const KEYS: &[&str] = &[
 pub const LINE_LENGTH_RANGE: (usize, usize) = (256, 16 << 20);
 /// The range of `max_pending_output`, in bytes.
 pub const PENDING_OUTPUT_RANGE: (usize, usize) = (64 << 10, 1 << 30);
+/// The range of `max_pending_total`, in bytes.
+pub const PENDING_TOTAL_RANGE: (usize, usize) = (1 << 20, 1 << 40);
 const MAX_CLIENTS_RANGE: (usize, usize) = (1, 1_000_000);
 const MAX_TICKETS_PER_OBJECT_RANGE: (usize, usize) = (1, 1_000_000);
 const MAX_TICKETS_RANGE: (usize, usize) = (1, 100_000_000);
@@ -150,6 +153,8 @@ pub struct Settings {
     pub max_line_length: Option<usize>,
     /// `max_pending_output`.
     pub max_pending_output: Option<usize>,
+    /// `max_pending_total`.
+    pub max_pending_total: Option<usize>,
     /// `busy_poll`, in microseconds.
     pub busy_poll: Option<usize>,
     /// `log_level`.
@@ -280,6 +285,10 @@ impl Settings {
                 self.max_pending_output =
                     Some(number(value, PENDING_OUTPUT_RANGE, " bytes").map_err(|w| bad(&w))?);
             }
+            "max_pending_total" => {
+                self.max_pending_total =
+                    Some(number(value, PENDING_TOTAL_RANGE, " bytes").map_err(|w| bad(&w))?);
+            }
             "busy_poll" => {
                 self.busy_poll =
                     Some(number(value, BUSY_POLL_RANGE, " microseconds").map_err(|w| bad(&w))?);
@@ -316,6 +325,7 @@ impl Settings {
             max_tickets: over.max_tickets.or(self.max_tickets),
             max_line_length: over.max_line_length.or(self.max_line_length),
             max_pending_output: over.max_pending_output.or(self.max_pending_output),
+            max_pending_total: over.max_pending_total.or(self.max_pending_total),
             busy_poll: over.busy_poll.or(self.busy_poll),
             log_level: over.log_level.or(self.log_level),
         }
@@ -529,6 +539,9 @@ pub struct AgentConfig {
     pub max_line_length: usize,
     /// Unsent reply bytes a client may have before it is closed.
     pub max_pending_output: usize,
+    /// Bytes all clients together may hold (unsent replies, requests not
+    /// served yet) before the one paused the longest is closed.
+    pub max_pending_total: usize,
     /// How long the loop keeps polling without sleeping after it served
     /// something (0: it sleeps at once).
     pub busy_poll: Duration,
@@ -556,12 +569,43 @@ impl AgentConfig {
             secret_file: None,
             max_line_length: 65_536,
             max_pending_output: 4 << 20,
+            max_pending_total: 256 << 20,
             busy_poll: Duration::ZERO,
             log_level: LevelFilter::Info,
             log_source: LogSource::default(),
             notify_socket: None,
             state_dir: StateDir::Off,
         }
+    }
+}
+
+impl AgentConfig {
+    /// Checks the client buffer limits against each other: the reply to a
+    /// request (an `ALIVE` echoes up to a line) must fit in
+    /// `max_pending_output` with room to spare, else a client that reads
+    /// its replies could be closed for one of them; and one client's
+    /// allowance must fit in the total.
+    pub fn check_buffer_limits(&self) -> Result<(), String> {
+        if self.max_pending_output < 2 * self.max_line_length {
+            return Err(format!(
+                "max_pending_output={} is less than twice max_line_length={}: the reply to one \
+                 long request could exceed it",
+                self.max_pending_output, self.max_line_length
+            ));
+        }
+        if self.max_pending_total < self.max_pending_output {
+            return Err(format!(
+                "max_pending_total={} is less than max_pending_output={}",
+                self.max_pending_total, self.max_pending_output
+            ));
+        }
+        Ok(())
+    }
+
+    /// The longest `TICKETLIST` text: a quarter of `max_pending_output`
+    /// at most, so the list, escaped, fits with the replies before it.
+    pub fn max_list_bytes(&self) -> usize {
+        self.core.max_list_bytes.min(self.max_pending_output / 4)
     }
 }
 
@@ -683,7 +727,7 @@ pub fn build(
         ..defaults.core
     };
     core.validate().map_err(ConfigError)?;
-    Ok(AgentConfig {
+    let cfg = AgentConfig {
         core,
         private_socket_dir: socket == private_dir,
         socket,
@@ -693,6 +737,7 @@ pub fn build(
         secret_file: s.secret_file,
         max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
         max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
+        max_pending_total: s.max_pending_total.unwrap_or(defaults.max_pending_total),
         busy_poll: s
             .busy_poll
             .map_or(defaults.busy_poll, |us| Duration::from_micros(us as u64)),
@@ -708,7 +753,9 @@ pub fn build(
                 env.home.as_deref(),
             )),
         },
-    })
+    };
+    cfg.check_buffer_limits().map_err(ConfigError)?;
+    Ok(cfg)
 }
 
 #[cfg(test)]

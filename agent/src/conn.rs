@@ -12,6 +12,11 @@
 //!  Gone
 //! ```
 //!
+//! Across these, an open connection is *paused* while its unsent replies
+//! are backed up (the client does not read them as fast as it asks): its
+//! requests are not read until they are written, so a client that writes
+//! faster than it reads is slowed down by its own socket, not closed.
+//!
 //! Replies are appended to `out` as the core emits them and written once
 //! per loop iteration, so a burst of replies costs one `write`.
 
@@ -19,6 +24,7 @@ use std::io::{self, Read, Write};
 
 use mio::net::UnixStream;
 use mio::{Interest, Registry, Token};
+use snaplock_proto::Time;
 use snaplock_proto::wire::{LineFramer, Message, encode};
 
 /// A reply buffer this large is given back to the allocator once written,
@@ -66,8 +72,19 @@ pub struct Conn {
     pub gone: bool,
     /// In the loop's list of connections to flush.
     pub dirty: bool,
-    /// In the loop's list of connections to read again (budget ran out).
-    pub read_again: bool,
+    /// In the loop's queue of connections to serve.
+    pub queued: bool,
+    /// The socket may hold bytes not read yet: set by a readable event,
+    /// cleared when a read finds it empty.
+    pub readable: bool,
+    /// Since when its replies are backed up: nothing more is read from it
+    /// until they are written.
+    pub paused_since: Option<Time>,
+    /// The peer vanished (HUP): what it sent is still served, its replies
+    /// are dropped, and it is closed once its socket is read out.
+    pub peer_gone: bool,
+    /// Its bytes counted in the loop's total of client buffers.
+    pub held: usize,
     /// Closing, with a deadline for its last replies set.
     pub lingering: bool,
     /// The peer shut its side down (or vanished): read until EOF.
@@ -87,7 +104,11 @@ impl Conn {
             closing: false,
             gone: false,
             dirty: false,
-            read_again: false,
+            queued: false,
+            readable: false,
+            paused_since: None,
+            peer_gone: false,
+            held: 0,
             lingering: false,
             eof_pending: false,
             writable_registered: false,
@@ -97,6 +118,12 @@ impl Conn {
     /// Unsent reply bytes.
     pub fn pending(&self) -> usize {
         self.out.len() - self.out_start
+    }
+
+    /// Bytes this connection holds: unsent replies and requests read but
+    /// not yet served.
+    pub fn buffered(&self) -> usize {
+        self.pending() + self.framer.pending()
     }
 
     /// Appends a reply.
@@ -215,6 +242,18 @@ mod tests {
         assert!(conn.pending() > 0 && conn.pending() < (1 << 20));
         drop(b);
         assert_eq!(conn.flush(), FlushOutcome::Failed);
+    }
+
+    #[test]
+    fn buffered_counts_unsent_replies_and_requests_not_served() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let mut conn = Conn::new(a, 1024);
+        conn.framer.buffer_mut().extend_from_slice(b"INFO\nINF");
+        conn.queue(&Message::new("NOLOCK"));
+        assert_eq!(conn.buffered(), "INFO\nINF".len() + "NOLOCK\n".len());
+        assert!(conn.framer.next_line().is_some());
+        assert_eq!(conn.flush(), FlushOutcome::Empty);
+        assert_eq!(conn.buffered(), "INF".len());
     }
 
     #[test]

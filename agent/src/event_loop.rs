@@ -5,8 +5,8 @@
 //! ```text
 //! poll (until the earliest of: core timer, accept pause, linger, stop deadline, dial, handshake deadline)
 //! now = clock.now()                                  -- one `now` for the whole iteration
-//! for each event: accept / read signals / read lines / peer links -> core.handle_input -> drain
-//! read again where the per-iteration read budget ran out; resume accepting
+//! for each event: accept / read signals / queue the client / peer links -> core.handle_input -> drain
+//! serve queued clients, in turns, within the iteration's budget; resume accepting
 //! dial peers that are due, end handshakes that took too long -> drain
 //! core.handle_timeout(now) -> drain
 //! flush every connection and link with new lines (one write each), close the finished ones
@@ -26,17 +26,14 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mio::event::Event;
-use mio::net::{UnixListener, UnixStream};
+use mio::net::UnixListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use snaplock_proto::cluster::Persisted;
-use snaplock_proto::wire::{self, Frame};
-use snaplock_proto::{ClientId, Core, Credentials, Input, Malformed, Now, Output, Time};
+use snaplock_proto::{Core, Input, Now, Output, Time};
 
 use crate::clock::Clock;
 use crate::config::{AgentConfig, LogSource};
-use crate::conn::{Conn, FlushOutcome, ReadOutcome};
+use crate::conn::Conn;
 use crate::listen::{self, SocketFile};
 use crate::logging::RateLimit;
 use crate::notify::Notifier;
@@ -44,6 +41,10 @@ use crate::peers::{self, Peers};
 use crate::signals::{self, Signals};
 use crate::state::{self, StateFile};
 use crate::{AgentError, AgentHandle, Control};
+
+mod clients;
+
+use clients::Budget;
 
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
@@ -53,11 +54,9 @@ const WAKER: Token = Token(2);
 const FIRST_CLIENT: u64 = 16;
 
 const READ_BUF: usize = 64 << 10;
-/// Reads per connection per iteration: a client that keeps its socket full
-/// cannot starve the others; the rest is read on the next iteration.
-const READ_BUDGET: usize = 16;
-/// Accepts per iteration, for the same reason.
-const ACCEPT_BUDGET: usize = 1024;
+/// Accepts per iteration: a burst of connections waits in the backlog
+/// rather than delay the others' replies, the peer links and the timers.
+const ACCEPT_BUDGET: usize = 256;
 /// How long accepting pauses when the process is out of file descriptors.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// How long a stopping agent tries to deliver its last replies.
@@ -110,8 +109,17 @@ pub(crate) struct EventLoop {
     flushing: Vec<u64>,
     /// Connections to close at the end of the iteration.
     to_close: Vec<u64>,
-    /// Connections whose read budget ran out with data left.
-    read_again: Vec<u64>,
+    /// Connections to serve that were idle, served first ([`clients`]).
+    fresh: clients::Ready,
+    /// Connections to serve, in turn.
+    ready: clients::Ready,
+    /// Paused connections, by when they were paused.
+    paused: BTreeSet<(Time, u64)>,
+    /// Bytes all clients hold: unsent replies and requests not served yet.
+    held: usize,
+    /// `max_pending_total`.
+    max_total: usize,
+    total_drops: RateLimit,
     accept_again: bool,
     accept_paused_until: Option<Time>,
     accept_errors: RateLimit,
@@ -154,6 +162,8 @@ impl EventLoop {
             cfg.core.cluster.pid = std::process::id();
         }
         cfg.core.validate().map_err(AgentError::Config)?;
+        cfg.check_buffer_limits().map_err(AgentError::Config)?;
+        cfg.core.max_list_bytes = cfg.max_list_bytes();
         match listen::raise_nofile_limit() {
             Ok((soft, hard)) if soft < hard => {
                 log::info!("open file limit raised from {soft} to {hard}")
@@ -225,7 +235,12 @@ impl EventLoop {
             dirty: Vec::new(),
             flushing: Vec::new(),
             to_close: Vec::new(),
-            read_again: Vec::new(),
+            fresh: clients::Ready::new(),
+            ready: clients::Ready::new(),
+            paused: BTreeSet::new(),
+            held: 0,
+            max_total: cfg.max_pending_total,
+            total_drops: RateLimit::new(),
             accept_again: false,
             accept_paused_until: None,
             accept_errors: RateLimit::new(),
@@ -284,7 +299,7 @@ impl EventLoop {
                     token if peers::owns(token) => {
                         self.peers.event(self.poll.registry(), now, token, ev)
                     }
-                    Token(id) => self.conn_event(now, id as u64, ev),
+                    Token(id) => self.conn_event(id as u64, ev),
                 }
             }
             if self.stop_deadline.is_none() && self.handle.stop_requested() {
@@ -310,7 +325,11 @@ impl EventLoop {
     /// How long `poll` may sleep: until the earliest deadline, rounded up
     /// to the millisecond so a timer is never polled for just before it is due.
     fn timeout(&self, now: Now) -> Option<Duration> {
-        if !self.read_again.is_empty() || self.accept_again || self.peers.busy() {
+        if !self.ready.is_empty()
+            || !self.fresh.is_empty()
+            || self.accept_again
+            || self.peers.busy()
+        {
             return Some(Duration::ZERO);
         }
         // `busy_poll`: right after serving, poll without sleeping for a
@@ -366,33 +385,7 @@ impl EventLoop {
     fn route_outputs(&mut self, now: Now) {
         while let Some(out) = self.core.poll_output() {
             match out {
-                Output::Reply { client, msg } => {
-                    let id = client.0;
-                    let Some(conn) = self.conns.get_mut(&id) else {
-                        continue;
-                    };
-                    if conn.gone {
-                        continue;
-                    }
-                    conn.queue(&msg);
-                    if !conn.dirty {
-                        conn.dirty = true;
-                        self.dirty.push(id);
-                    }
-                    if conn.pending() > self.max_pending
-                        && (conn.flush() == FlushOutcome::Failed
-                            || conn.pending() > self.max_pending)
-                    {
-                        // It does not read its replies: close it rather than
-                        // buffer without bound or block the loop.
-                        log::debug!(
-                            "client {id}: {} reply bytes unread, closing it",
-                            conn.pending()
-                        );
-                        conn.discard_output();
-                        Self::mark_gone(&mut self.to_close, id, conn);
-                    }
-                }
+                Output::Reply { client, msg } => self.queue_reply(client.0, &msg),
                 Output::Close { client } => {
                     let id = client.0;
                     let Some(conn) = self.conns.get_mut(&id) else {
@@ -425,192 +418,6 @@ impl EventLoop {
                     file.path().display()
                 );
             }
-        }
-    }
-
-    fn mark_gone(to_close: &mut Vec<u64>, id: u64, conn: &mut Conn) {
-        if !conn.gone {
-            conn.gone = true;
-            to_close.push(id);
-        }
-    }
-
-    fn accept(&mut self, now: Now) {
-        if self.stop_deadline.is_some() || self.accept_paused_until.is_some() {
-            return;
-        }
-        for _ in 0..ACCEPT_BUDGET {
-            let Some(listener) = &self.listener else {
-                return;
-            };
-            match listener.accept() {
-                Ok((stream, _)) => self.open(now, stream),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-                Err(e) => {
-                    // Out of file descriptors (EMFILE, ENFILE) or memory: the
-                    // pending connection stays queued, so retrying at once
-                    // would spin. Pause, and log rarely.
-                    if let Some(skipped) = self.accept_errors.allow(now.mono) {
-                        log::warn!(
-                            "cannot accept a client ({e}); pausing accepts for {} ms ({skipped} more such errors not logged)",
-                            ACCEPT_PAUSE.as_millis()
-                        );
-                    }
-                    self.accept_paused_until = Some(now.mono + ACCEPT_PAUSE);
-                    return;
-                }
-            }
-        }
-        self.accept_again = true;
-    }
-
-    fn open(&mut self, now: Now, stream: UnixStream) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let cred = match getsockopt(&stream, PeerCredentials) {
-            Ok(c) => Credentials {
-                pid: u32::try_from(c.pid()).ok(),
-                uid: Some(c.uid()),
-                gid: Some(c.gid()),
-            },
-            Err(e) => {
-                log::debug!("client {id}: no peer credentials: {e}");
-                Credentials::default()
-            }
-        };
-        let mut conn = Conn::new(stream, self.max_line);
-        if let Err(e) =
-            self.poll
-                .registry()
-                .register(&mut conn.stream, Token(id as usize), Interest::READABLE)
-        {
-            log::warn!("cannot watch a new client: {e}");
-            return;
-        }
-        log::debug!("client {id} connected: {cred:?}");
-        self.conns.insert(id, conn);
-        self.feed(
-            now,
-            Input::ClientOpened {
-                client: ClientId(id),
-                cred,
-            },
-        );
-    }
-
-    fn conn_event(&mut self, now: Now, id: u64, ev: &Event) {
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if conn.gone {
-            return;
-        }
-        // HUP or an error: the peer is gone in both directions. EOF alone
-        // (shutdown(SHUT_WR), `socat` after its input ends) is not: the peer
-        // may still be waiting for a LOCKED.
-        let peer_gone = ev.is_write_closed() || ev.is_error();
-        if ev.is_read_closed() || peer_gone {
-            conn.eof_pending = true;
-        }
-        if ev.is_readable() || ev.is_read_closed() || peer_gone {
-            // A vanished peer sends nothing more, so what is left in the
-            // socket is bounded: read it all, its requests still count
-            // (a `detach=true` LOCK followed by a close, for one).
-            self.read_conn(now, id, peer_gone);
-        }
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if peer_gone {
-            Self::mark_gone(&mut self.to_close, id, conn);
-        } else if ev.is_writable() && !conn.dirty && conn.pending() > 0 {
-            conn.dirty = true;
-            self.dirty.push(id);
-        }
-    }
-
-    fn read_conn(&mut self, now: Now, id: u64, unbounded: bool) {
-        let mut reads = 0;
-        loop {
-            let Some(conn) = self.conns.get_mut(&id) else {
-                return;
-            };
-            if conn.gone || conn.closing || conn.read_closed {
-                return;
-            }
-            if reads == READ_BUDGET && !unbounded {
-                if !conn.read_again {
-                    conn.read_again = true;
-                    self.read_again.push(id);
-                }
-                return;
-            }
-            reads += 1;
-            match conn.read(&mut self.read_buf) {
-                ReadOutcome::Data(n) => {
-                    conn.framer
-                        .buffer_mut()
-                        .extend_from_slice(&self.read_buf[..n]);
-                    // A short read emptied the socket, and bytes arriving
-                    // later raise a new edge: skip the read that would only
-                    // say EAGAIN. Not when an EOF is known to be there,
-                    // since that edge was already reported.
-                    let emptied = n < self.read_buf.len() && !conn.eof_pending;
-                    self.process_lines(now, id);
-                    if emptied {
-                        if let Some(conn) = self.conns.get_mut(&id) {
-                            conn.release_idle_memory();
-                        }
-                        return;
-                    }
-                }
-                ReadOutcome::WouldBlock => return,
-                ReadOutcome::Eof => {
-                    conn.read_closed = true;
-                    // A last line without its `\n` is still a request.
-                    if conn.framer.has_partial_line() {
-                        conn.framer.buffer_mut().push(b'\n');
-                        self.process_lines(now, id);
-                    }
-                    return;
-                }
-                ReadOutcome::Failed => {
-                    Self::mark_gone(&mut self.to_close, id, conn);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn process_lines(&mut self, now: Now, id: u64) {
-        let client = ClientId(id);
-        loop {
-            let Some(conn) = self.conns.get_mut(&id) else {
-                return;
-            };
-            if conn.closing || conn.gone {
-                return;
-            }
-            let input = match conn.framer.next_line() {
-                None => return,
-                Some(Frame::Line([])) => continue,
-                Some(Frame::Line(line)) => match wire::parse(line) {
-                    Ok(msg) => Input::ClientMessage { client, msg },
-                    Err(e) => Input::ClientMalformed {
-                        client,
-                        line: line[..line.len().min(ECHO)].to_vec(),
-                        error: Malformed::Parse(e),
-                    },
-                },
-                Some(Frame::TooLong { prefix }) => Input::ClientMalformed {
-                    client,
-                    line: prefix.to_vec(),
-                    error: Malformed::TooLong,
-                },
-            };
-            self.feed(now, input);
         }
     }
 
@@ -670,18 +477,11 @@ impl EventLoop {
         self.stop_deadline = Some(now.mono + STOP_FLUSH);
     }
 
-    /// Work left over from earlier iterations: reads past the budget,
-    /// accepts after a pause or past the budget, lingering closes.
+    /// Work for clients within this iteration's budget (what readable
+    /// events queued and what earlier iterations left), then accepts after
+    /// a pause or past the budget, and lingering closes.
     fn resume(&mut self, now: Now) {
-        if !self.read_again.is_empty() {
-            let list = std::mem::take(&mut self.read_again);
-            for &id in &list {
-                if let Some(conn) = self.conns.get_mut(&id) {
-                    conn.read_again = false;
-                    self.read_conn(now, id, false);
-                }
-            }
-        }
+        self.serve_clients(now, &mut Budget::new());
         self.peers.resume(self.poll.registry(), now);
         if self.accept_paused_until.is_some_and(|t| now.mono >= t) {
             self.accept_paused_until = None;
@@ -716,59 +516,5 @@ impl EventLoop {
                 return;
             }
         }
-    }
-
-    fn flush_and_close_clients(&mut self, now: Now) {
-        while !self.dirty.is_empty() || !self.to_close.is_empty() {
-            std::mem::swap(&mut self.dirty, &mut self.flushing);
-            for i in 0..self.flushing.len() {
-                let id = self.flushing[i];
-                let Some(conn) = self.conns.get_mut(&id) else {
-                    continue;
-                };
-                conn.dirty = false;
-                if conn.gone {
-                    continue;
-                }
-                match conn.flush() {
-                    FlushOutcome::Failed => Self::mark_gone(&mut self.to_close, id, conn),
-                    FlushOutcome::Empty if conn.closing => {
-                        Self::mark_gone(&mut self.to_close, id, conn)
-                    }
-                    outcome => {
-                        if outcome == FlushOutcome::Pending && conn.closing && !conn.lingering {
-                            conn.lingering = true;
-                            self.lingering.insert((now.mono + CLOSE_LINGER, id));
-                        }
-                        if let Err(e) =
-                            conn.update_interest(self.poll.registry(), Token(id as usize))
-                        {
-                            log::debug!("client {id}: cannot update its interest: {e}");
-                            Self::mark_gone(&mut self.to_close, id, conn);
-                        }
-                    }
-                }
-            }
-            self.flushing.clear();
-            let closing = std::mem::take(&mut self.to_close);
-            for id in closing {
-                self.close(now, id);
-            }
-        }
-    }
-
-    fn close(&mut self, now: Now, id: u64) {
-        let Some(mut conn) = self.conns.remove(&id) else {
-            return;
-        };
-        let _ = self.poll.registry().deregister(&mut conn.stream);
-        log::debug!("client {id} closed");
-        drop(conn);
-        self.feed(
-            now,
-            Input::ClientClosed {
-                client: ClientId(id),
-            },
-        );
     }
 }
