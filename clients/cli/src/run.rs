@@ -20,14 +20,14 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SigSet, SignalFd};
-use nix::unistd::Pid;
 use snaplock_client::wire::Message;
 use snaplock_client::{Client, Error, Grant, LockOptions, Mode, clock, extend_message, tag_of};
 
 use crate::args::LockArgs;
 use crate::exit;
+use crate::guard::{self, Guarded};
 use crate::spawn::{self, Ended};
 
 /// How long the command has between SIGTERM and SIGKILL.
@@ -38,6 +38,13 @@ pub fn grace(lease: Duration) -> Duration {
 /// Slack kept before the lease end for the SIGKILL to take effect.
 pub fn margin(lease: Duration) -> Duration {
     (lease / 10).min(Duration::from_secs(1))
+}
+
+/// In a cluster, the grace and margin also fit in what the agent vouches
+/// for while in contact (`span`, the longest `valid_for` heard): together
+/// at most half of it, so that the other half covers the pings.
+pub fn vouched_grace(lease: Duration, span: Duration) -> (Duration, Duration) {
+    (grace(lease).min(span * 2 / 5), margin(lease).min(span / 10))
 }
 
 /// When the lease ends, on the monotonic clock, for a grant whose request
@@ -117,8 +124,8 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         ("SNAPLOCK_FENCE", fence.as_bytes()),
         ("SNAPLOCK_TIMEOUT_DATE", date.as_bytes()),
     ];
-    let child = match spawn::spawn(&args.command, &vars) {
-        Ok(pid) => pid,
+    let command = match guard::start(&args.command, &vars) {
+        Ok(command) => command,
         Err(e) => {
             let e = std::io::Error::from(e);
             let program = spawn::program_name(&args.command);
@@ -134,7 +141,7 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         display: name,
         lease: args.lease,
         fence: grant.fence,
-        child,
+        command,
         signals,
         lease_end,
         next_renew: lease_end
@@ -142,6 +149,7 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
             .unwrap_or(received),
         pending: None,
         vouched: None,
+        span: Duration::ZERO,
         alive: None,
         next_alive: received,
         socket_open: true,
@@ -165,8 +173,8 @@ struct Supervisor<'a> {
     display: String,
     lease: Duration,
     fence: u64,
-    /// The command's pid; not reaped before it ended, so never reused.
-    child: Pid,
+    /// The command, its process group and its guard (the child to reap).
+    command: Guarded,
     signals: SignalFd,
     /// When the lease ends, at the earliest.
     lease_end: Instant,
@@ -174,9 +182,11 @@ struct Supervisor<'a> {
     /// The EXTEND in flight: its tag and when it was sent.
     pending: Option<(i64, Instant)>,
     /// In a cluster: until when the agent vouches for its locks (its
-    /// `valid_for` answer to ALIVE, counted from when ALIVE was sent), the
-    /// ALIVE in flight, and when to send the next.
+    /// `valid_for` answer to ALIVE, counted from when ALIVE was sent) and
+    /// that `valid_for`; the longest `valid_for` heard (what it vouches for
+    /// while in contact); the ALIVE in flight, and when to send the next.
     vouched: Option<(Instant, Duration)>,
+    span: Duration,
     alive: Option<(i64, Instant)>,
     next_alive: Instant,
     socket_open: bool,
@@ -202,13 +212,14 @@ impl Supervisor<'_> {
                 self.on_socket();
             }
             if child_changed {
-                match spawn::try_reap(self.child) {
-                    Ok(Some(ended)) => return self.finish(ended),
+                match spawn::try_reap(self.command.guard) {
+                    Ok(Some(Ended::Code(0))) => match self.command.ended() {
+                        Some(ended) => return self.finish(ended),
+                        None => return self.guard_failed("it did not report"),
+                    },
+                    Ok(Some(ended)) => return self.guard_failed(&format!("{ended:?}")),
                     Ok(None) => {}
-                    Err(e) => {
-                        eprintln!("snaplock-cli: error: cannot wait for the command: {e}");
-                        return exit::SOFTWARE;
-                    }
+                    Err(e) => return self.guard_failed(&e.to_string()),
                 }
             }
         }
@@ -237,7 +248,7 @@ impl Supervisor<'_> {
     fn wake_at(&self) -> Option<Instant> {
         match self.phase {
             Phase::Holding => {
-                let mut at = self.stop_at();
+                let mut at = self.stop_at().0;
                 if self.pending.is_none() {
                     at = at.min(self.next_renew);
                 }
@@ -251,32 +262,65 @@ impl Supervisor<'_> {
         }
     }
 
+    /// The grace between SIGTERM and SIGKILL, and the margin kept for the
+    /// SIGKILL to act, before the end of what the agent vouches for.
+    fn vouch_grace(&self) -> (Duration, Duration) {
+        vouched_grace(self.lease, self.span)
+    }
+
     /// Without news from the agent, the command is stopped from here on,
-    /// so that even the SIGKILL comes before the lease could end.
-    fn stop_at(&self) -> Instant {
+    /// so that the whole grace fits, and even the SIGKILL comes, before the
+    /// lease could end, or what the agent vouches for ends. The reason goes
+    /// with it.
+    fn stop_at(&self) -> (Instant, &'static str) {
         let early = grace(self.lease) + margin(self.lease);
         let by_lease = self.lease_end.checked_sub(early).unwrap_or(self.lease_end);
-        match self.vouched {
-            // Half of what the agent vouched for is left to stop the command.
-            Some((until, left)) => by_lease.min(until.checked_sub(left / 2).unwrap_or(until)),
-            None => by_lease,
+        let Some((until, left)) = self.vouched else {
+            return (by_lease, RENEWAL_LATE);
+        };
+        let (g, m) = self.vouch_grace();
+        let by_vouch = until.checked_sub(g + m).unwrap_or(until);
+        if by_lease <= by_vouch {
+            (by_lease, RENEWAL_LATE)
+        } else if left < self.span / 2 {
+            // Answers come, but each vouches for less: the agent's contact
+            // with the cluster has stopped.
+            (by_vouch, CONTACT_LOST)
+        } else {
+            (by_vouch, ALIVE_LATE)
         }
     }
 
     /// The latest the command may still run: the lease's end, or the end of
     /// what the agent vouched for, less the margin for SIGKILL to act.
     fn hard_end(&self) -> Instant {
-        let end = self
-            .vouched
-            .map_or(self.lease_end, |(v, _)| v.min(self.lease_end));
-        end.checked_sub(margin(self.lease)).unwrap_or(end)
+        let by_lease = self
+            .lease_end
+            .checked_sub(margin(self.lease))
+            .unwrap_or(self.lease_end);
+        match self.vouched {
+            Some((until, _)) => {
+                let (_, m) = self.vouch_grace();
+                by_lease.min(until.checked_sub(m).unwrap_or(until))
+            }
+            None => by_lease,
+        }
+    }
+
+    /// The grace the command gets from now.
+    fn grace_now(&self) -> Duration {
+        match self.vouched {
+            Some(_) => self.vouch_grace().0,
+            None => grace(self.lease),
+        }
     }
 
     fn on_timers(&mut self) {
         let now = clock::monotonic();
         match self.phase {
-            Phase::Holding if now >= self.stop_at() => {
-                self.lose("the agent did not confirm the lease renewal in time");
+            Phase::Holding if now >= self.stop_at().0 => {
+                let why = self.stop_at().1;
+                self.lose(why);
             }
             Phase::Holding if self.pending.is_none() && now >= self.next_renew => {
                 let tag = self.client.new_tag();
@@ -303,7 +347,7 @@ impl Supervisor<'_> {
                 }
             }
             Phase::Stopping { kill_at } if now >= kill_at => {
-                self.signal_child(Signal::SIGKILL);
+                self.command.signal_group(Signal::SIGKILL);
                 self.phase = Phase::Killed;
             }
             _ => {}
@@ -324,7 +368,7 @@ impl Supervisor<'_> {
             };
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGCHLD) => child_changed = true,
-                Ok(sig) => self.signal_child(sig),
+                Ok(sig) => self.command.signal_group(sig),
                 Err(_) => {}
             }
         }
@@ -383,6 +427,7 @@ impl Supervisor<'_> {
                         return None;
                     };
                     self.vouched = Some((sent + left, left));
+                    self.span = self.span.max(left);
                     self.next_alive = sent + (left / 5).max(Duration::from_millis(100));
                 }
             }
@@ -406,7 +451,8 @@ impl Supervisor<'_> {
             .unwrap_or(received);
     }
 
-    /// The lock is gone: SIGTERM now, SIGKILL after the grace.
+    /// The lock is gone: SIGTERM now to the command's whole process group,
+    /// SIGKILL after the grace.
     fn lose(&mut self, why: &str) {
         if !matches!(self.phase, Phase::Holding) {
             return;
@@ -415,15 +461,18 @@ impl Supervisor<'_> {
             "snaplock-cli: error: lock \"{}\" lost: {why}; stopping the command",
             self.display
         );
-        self.signal_child(Signal::SIGTERM);
+        self.command.signal_group(Signal::SIGTERM);
         self.phase = Phase::Stopping {
-            kill_at: (clock::monotonic() + grace(self.lease)).min(self.hard_end()),
+            kill_at: (clock::monotonic() + self.grace_now()).min(self.hard_end()),
         };
     }
 
-    fn signal_child(&self, sig: Signal) {
-        // Not reaped yet, so the pid is still the command's (a zombie at worst).
-        let _ = kill(self.child, sig);
+    /// The guard ended without saying how the command ended: nothing
+    /// watches the command's group any more, so it is killed.
+    fn guard_failed(&mut self, how: &str) -> u8 {
+        self.command.signal_group(Signal::SIGKILL);
+        eprintln!("snaplock-cli: error: the command's guard process failed ({how})");
+        exit::SOFTWARE
     }
 
     fn finish(&mut self, ended: Ended) -> u8 {
@@ -441,6 +490,12 @@ impl Supervisor<'_> {
         }
     }
 }
+
+const RENEWAL_LATE: &str = "the agent did not confirm the lease renewal in time";
+const ALIVE_LATE: &str =
+    "the agent did not confirm in time that it still vouches for the lock (ALIVE)";
+const CONTACT_LOST: &str = "the agent lost contact with the rest of the cluster, and \
+     what it vouches for (ALIVE valid_for) runs out";
 
 /// A duration in seconds as the protocol writes it (`1.5`).
 fn parse_secs(v: &[u8]) -> Option<Duration> {

@@ -7,7 +7,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use common::{Agent, Running, TempDir, now, run, sh, wait_for_file};
+use common::{Agent, Running, TempDir, Tree, now, run, sh, wait_for_file};
 use nix::sys::signal::{Signal, kill};
 
 const BOUND: Duration = Duration::from_secs(20);
@@ -373,4 +373,126 @@ fn the_command_starts_with_no_signal_blocked_and_sigpipe_at_its_default() {
         0,
         "SIGPIPE is not ignored: {done:?}"
     );
+}
+
+#[test]
+fn a_lost_lock_stops_every_process_the_command_started() {
+    let mut agent = Agent::start();
+    let dir = TempDir::new("tree");
+    let tree = Tree::new("tree");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    cmd.args(["lock", "-d", "8", "job", "--"])
+        .args(sh("sleep 97; echo after"));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 97", Duration::from_secs(10));
+    let lost = now();
+    agent.kill9();
+    let done = running.wait(BOUND);
+    assert_eq!(done.code(), 75, "{done:?}");
+    // The grace of an 8 s lease is 2 s; `sh` and `sleep` both die of the
+    // SIGTERM at once.
+    let gone = tree.wait_gone(Duration::from_secs(3));
+    let took = lost.elapsed();
+    assert!(
+        gone.is_ok(),
+        "left running after the lock was lost: {gone:?}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    eprintln!("lost lock to the end of the process tree: {took:?}");
+    assert!(!done.stdout.contains("after"), "{done:?}");
+    drop(dir);
+}
+
+#[test]
+fn processes_that_ignore_sigterm_get_sigkill_after_the_grace() {
+    let mut agent = Agent::start();
+    let tree = Tree::new("deaf");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    // Both the shell and its child ignore SIGTERM.
+    cmd.args(["lock", "-d", "2", "deaf", "--"]).args(sh(
+        "trap '' TERM; sh -c 'trap \"\" TERM; sleep 97'; echo after",
+    ));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 97", Duration::from_secs(10));
+    let lost = now();
+    agent.kill9();
+    let done = running.wait(BOUND);
+    let took = lost.elapsed();
+    assert_eq!(done.code(), 75, "{done:?}");
+    assert!(tree.live().is_empty(), "{:?}", tree.live());
+    // SIGKILL after the grace, a quarter of the 2 s lease.
+    assert!(took >= Duration::from_millis(450), "{took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    assert!(!done.stdout.contains("after"), "{done:?}");
+}
+
+#[test]
+fn the_lock_is_held_until_every_process_of_the_group_has_ended() {
+    let agent = Agent::start();
+    let dir = TempDir::new("leftover");
+    let tree = Tree::new("leftover");
+    let ended = dir.path("ended");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    // The command exits at once; a process it started in the background
+    // goes on for 1 s.
+    cmd.args(["lock", "leftover", "--"]).args(sh(&format!(
+        "(sleep 1; touch '{}') & exit 4",
+        ended.display()
+    )));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 1", Duration::from_secs(10));
+    let mut other = agent.cli();
+    other.args(["lock", "-n", "leftover", "true"]);
+    assert_eq!(run(other, BOUND).code(), 1, "still held");
+    let done = running.wait(BOUND);
+    assert!(ended.exists(), "the lock outlived the background process");
+    assert_eq!(done.code(), 4, "the command's own status: {done:?}");
+    let mut other = agent.cli();
+    other.args(["lock", "-n", "leftover", "true"]);
+    assert_eq!(run(other, BOUND).code(), 0, "released");
+}
+
+#[test]
+fn after_sigkill_of_the_cli_no_other_holder_runs_while_the_command_lives() {
+    let agent = Agent::start();
+    let first = Tree::new("first");
+    let mut cmd = agent.cli();
+    first.mark(&mut cmd);
+    cmd.args(["lock", "job", "--"])
+        .args(sh("sleep 6; echo after"));
+    let running = Running::spawn(cmd);
+    first.wait_for("sleep 6", Duration::from_secs(10));
+    let killed = now();
+    kill(running.pid(), Signal::SIGKILL).expect("kill the CLI");
+    let done = running.wait(BOUND);
+    assert_eq!(done.status.code(), None, "killed: {done:?}");
+    // The second holder's command looks for any live process of the first.
+    let check = format!(
+        "for e in /proc/[0-9]*/environ; do \
+           if grep -q 'SNAPLOCK_TEST_TREE={}' \"$e\" 2>/dev/null; then echo \"$e\"; exit 9; fi; \
+         done; exit 0",
+        first.token
+    );
+    let mut ran = None;
+    for _ in 0..200 {
+        let mut second = agent.cli();
+        second.args(["lock", "-n", "job", "--"]).args(sh(&check));
+        let got = run(second, BOUND);
+        match got.code() {
+            1 => std::thread::sleep(Duration::from_millis(5)),
+            0 => {
+                ran = Some(killed.elapsed());
+                break;
+            }
+            _ => panic!("the second holder ran beside the first command: {got:?}"),
+        }
+    }
+    let after = ran.expect("the lock is free again once the first command is gone");
+    eprintln!("SIGKILL of the CLI to the next grant: {after:?}");
+    assert!(after < Duration::from_secs(3), "{after:?}");
+    assert!(first.live().is_empty(), "{:?}", first.live());
+    assert!(!done.stdout.contains("after"), "{done:?}");
 }
