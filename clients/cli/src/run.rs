@@ -275,19 +275,22 @@ impl Supervisor<'_> {
     fn stop_at(&self) -> (Instant, &'static str) {
         let early = grace(self.lease) + margin(self.lease);
         let by_lease = self.lease_end.checked_sub(early).unwrap_or(self.lease_end);
-        let Some((until, left)) = self.vouched else {
+        let Some((until, _)) = self.vouched else {
             return (by_lease, RENEWAL_LATE);
         };
         let (g, m) = self.vouch_grace();
         let by_vouch = until.checked_sub(g + m).unwrap_or(until);
+        let unanswered = self.alive.is_some_and(|(_, sent)| {
+            clock::monotonic().saturating_duration_since(sent) > ALIVE_SLOW
+        });
         if by_lease <= by_vouch {
             (by_lease, RENEWAL_LATE)
-        } else if left < self.span / 2 {
-            // Answers come, but each vouches for less: the agent's contact
-            // with the cluster has stopped.
-            (by_vouch, CONTACT_LOST)
-        } else {
+        } else if unanswered {
             (by_vouch, ALIVE_LATE)
+        } else {
+            // The agent answers, but what it vouches for does not move on:
+            // it has not heard from a majority of the cluster.
+            (by_vouch, CONTACT_LOST)
         }
     }
 
@@ -491,10 +494,12 @@ impl Supervisor<'_> {
     }
 }
 
+/// An agent on this computer answers ALIVE in well under this.
+const ALIVE_SLOW: Duration = Duration::from_millis(100);
 const RENEWAL_LATE: &str = "the agent did not confirm the lease renewal in time";
 const ALIVE_LATE: &str =
     "the agent did not confirm in time that it still vouches for the lock (ALIVE)";
-const CONTACT_LOST: &str = "the agent lost contact with the rest of the cluster, and \
+const CONTACT_LOST: &str = "the agent lost contact with the rest of the cluster: \
      what it vouches for (ALIVE valid_for) runs out";
 
 /// A duration in seconds as the protocol writes it (`1.5`).

@@ -82,6 +82,11 @@ impl Agent {
     /// Starts `snaplockd --socket <tmp>/s.sock --log-level warn` and waits (at
     /// most 10 s) until its socket accepts connections.
     pub fn start() -> Agent {
+        Agent::start_with(&[])
+    }
+
+    /// [`start`](Agent::start) with more arguments.
+    pub fn start_with(extra: &[String]) -> Agent {
         let dir = TempDir::new("agent");
         let socket = dir.path("s.sock");
         let child = Command::new(agent_binary())
@@ -90,6 +95,7 @@ impl Agent {
             .arg("--state-dir")
             .arg(dir.path(""))
             .args(["--log-level", "warn"])
+            .args(extra)
             .stdin(Stdio::null())
             .spawn()
             .expect("start snaplockd");
