@@ -54,6 +54,7 @@ fn cluster() -> Vec<Agent> {
     agents
 }
 
+#[allow(clippy::disallowed_methods)] // compared with the command's `date`
 fn wall_secs() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
