@@ -86,8 +86,16 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     let grant = match client.lock(&args.name, &opts) {
         Ok(grant) => grant,
         // Silent, as flock(1): the status says it, and a cron job that
-        // finds the lock taken has nothing to report.
-        Err(e) if exit::is_conflict(&e) => return args.conflict_code,
+        // finds the lock taken (-n) has nothing to report.
+        Err(e) if e.is_refused("busy") => return args.conflict_code,
+        // A wait that ends is worth a word: it may have been the default.
+        Err(e) if exit::is_conflict(&e) => {
+            eprintln!(
+                "snaplock-cli: lock \"{name}\" not obtained: still taken after waiting {} s (-w)",
+                snaplock_proto::time::duration_to_wire(args.wait)
+            );
+            return args.conflict_code;
+        }
         Err(e) => {
             eprintln!("snaplock-cli: error: lock \"{name}\" not obtained: {e}");
             return exit::of_error(&e, args.conflict_code);

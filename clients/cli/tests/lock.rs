@@ -140,6 +140,58 @@ fn waiting_too_long_exits_with_the_conflict_code_after_the_wait() {
         done.took >= Duration::from_millis(900) && done.took < Duration::from_millis(2500),
         "{done:?}"
     );
+    assert!(
+        done.stderr
+            .contains("not obtained: still taken after waiting 1 s"),
+        "{done:?}"
+    );
+    release(&dir, holder);
+}
+
+#[test]
+fn without_wait_option_the_cli_waits_as_flock_does() {
+    let agent = Agent::start();
+    let dir = TempDir::new("waitlong");
+    let holder = hold(&agent, &dir, "long");
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "long", "-c", "echo got it"]);
+    let waiter = Running::spawn(cmd);
+    // Longer than the 5 s after which it used to give up.
+    std::thread::sleep(Duration::from_millis(6500));
+    release(&dir, holder);
+    let done = waiter.wait(BOUND);
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert_eq!(done.stdout, "got it\n");
+}
+
+#[test]
+fn flock_habits_work_the_same() {
+    let agent = Agent::start();
+    let dir = TempDir::new("habits");
+    // -x (or -e) and -c: an exclusive lock, the command through sh -c.
+    for flag in ["-x", "-e"] {
+        let mut cmd = agent.cli();
+        cmd.args([
+            "lock",
+            flag,
+            "habit",
+            "-c",
+            "echo \"$SNAPLOCK_OBJECT\" | tr a-z A-Z",
+        ]);
+        let done = run(cmd, BOUND);
+        assert_eq!(done.code(), 0, "{done:?}");
+        assert_eq!(done.stdout, "HABIT\n", "{flag}");
+    }
+    // -n -E 0: skip quietly when taken, without running the command.
+    let holder = hold(&agent, &dir, "habit");
+    let ran = dir.path("ran");
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "-n", "-E", "0", "habit", "-c"])
+        .arg(format!("touch '{}'", ran.display()));
+    let done = run(cmd, BOUND);
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert!(done.stderr.is_empty() && done.stdout.is_empty(), "{done:?}");
+    assert!(!ran.exists());
     release(&dir, holder);
 }
 
