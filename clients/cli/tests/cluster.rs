@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::{Agent, Running, TempDir, now, run, sh, wait_for_file};
 use nix::sys::signal::Signal;
+use snaplock_client::{Client, LockOptions, clock};
 
 /// Three agents, each on its own loopback address (127.a.b.1-3, with a, b
 /// from the test's pid), so that no other test's socket can take a port.
@@ -79,13 +80,34 @@ fn on_lost_contact_the_command_gets_its_grace_before_the_vouch_ends() {
         .args(sh(&script));
     let running = Running::spawn(cmd);
     wait_for_file(&ready, Duration::from_secs(10));
+    // A library holder beside it, on the same agent.
+    let mut holder = Client::connect(&agents[0].socket).expect("connect");
+    holder
+        .lock(b"library", &LockOptions::default())
+        .expect("granted");
     // Let a few ALIVE answers come while in contact.
     std::thread::sleep(Duration::from_millis(1500));
+    let asked = clock::monotonic();
+    let in_contact = holder
+        .vouched_for()
+        .expect("answered")
+        .expect("a cluster agent vouches for a time");
+    let left = in_contact - asked;
+    assert!(
+        left > Duration::from_secs(3) && left <= Duration::from_millis(5100),
+        "about the agent's grace (5 s) while in contact: {left:?}"
+    );
     let cut = now();
+    let cut_at = clock::monotonic();
     agents[1].signal(Signal::SIGSTOP);
     agents[2].signal(Signal::SIGSTOP);
     let done = running.wait(Duration::from_secs(20));
     let ended = wall_secs();
+    let asked = clock::monotonic();
+    let out_of_contact = holder
+        .vouched_for()
+        .expect("answered")
+        .expect("a cluster agent vouches for a time");
     agents[1].signal(Signal::SIGCONT);
     agents[2].signal(Signal::SIGCONT);
     assert_eq!(done.code(), 75, "{done:?}");
@@ -109,4 +131,18 @@ fn on_lost_contact_the_command_gets_its_grace_before_the_vouch_ends() {
     // All happened within what the agent vouched for: its grace (5 s)
     // after its last contact.
     assert!(cut.elapsed() < Duration::from_secs(5), "{done:?}");
+    // What the agent vouches for no longer moves on: at most its grace
+    // after the cut, and the library holder learns it has less than a
+    // second left.
+    assert!(
+        out_of_contact + Duration::from_millis(100) >= in_contact,
+        "what was vouched for holds"
+    );
+    assert!(
+        out_of_contact <= cut_at + Duration::from_millis(5050),
+        "the vouch moved on after the cut"
+    );
+    let left = out_of_contact.saturating_duration_since(asked);
+    assert!(left < Duration::from_secs(1), "{left:?}");
+    eprintln!("the library holder's vouch after the cut: {left:?} left");
 }

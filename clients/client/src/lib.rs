@@ -46,6 +46,7 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::MsgFlags;
 use snaplock_proto::paths::{RUN_DIR, SOCKET_ENV, SocketSources, resolve_socket};
+use snaplock_proto::time::parse_duration;
 use snaplock_proto::wire::{Frame, LineFramer, Message, encode_to_vec, parse};
 
 pub use crate::error::Error;
@@ -80,6 +81,9 @@ pub fn default_socket_path(explicit: Option<&Path>) -> PathBuf {
         uid: nix::unistd::getuid().as_raw(),
     })
 }
+
+/// The longest `valid_for` read: far beyond any lease (7 days).
+const VALID_FOR_MAX_SECS: u64 = 604_800;
 
 /// A line from the agent, read but not yet handed out.
 enum Incoming {
@@ -330,6 +334,53 @@ impl Client {
             "LOCKREADY" => Ok(true),
             "NOLOCK" => Ok(false),
             _ => Err(request::unexpected(&reply)),
+        }
+    }
+
+    /// Until when the agent vouches for this connection's locks: the
+    /// holder's side of the lease (`docs/cluster.md`). Sends `ALIVE` and
+    /// waits for its `ABSOLUTELY`.
+    ///
+    /// In a cluster the answer carries `valid_for`, and this returns
+    /// `Some(deadline)`: the time the `ALIVE` was sent plus `valid_for`.
+    /// A holder that hears nothing newer must have stopped acting on its
+    /// locks by then, even while its lease runs: the agent may have lost
+    /// contact with the cluster, which may give the lock to somebody else
+    /// after that. Ask again well before it (`snaplock-cli` asks every
+    /// fifth of `valid_for`); a deadline that stops moving on means the
+    /// agent is out of contact. `None` from an agent that runs alone:
+    /// then the lease is the only limit.
+    pub fn vouched_for(&mut self) -> Result<Option<Instant>, Error> {
+        let serial = self.new_tag();
+        let sent = clock::monotonic();
+        let ping = Message::new("ALIVE").with("serial", serial.to_string());
+        self.send(&ping)?;
+        let deadline = sent + self.reply_timeout;
+        let want = serial.to_string();
+        loop {
+            while let Some(incoming) = self.inbox.pop_front() {
+                match incoming {
+                    Incoming::Malformed(why) => return Err(Error::Protocol(why)),
+                    Incoming::Message(msg)
+                        if msg.command == "ABSOLUTELY"
+                            && msg.get_str("serial") == Some(want.as_str()) =>
+                    {
+                        return match msg.get("valid_for") {
+                            None => Ok(None),
+                            Some(v) => parse_duration(v, VALID_FOR_MAX_SECS)
+                                .map(|d| Some(sent + d))
+                                .ok_or_else(|| request::unexpected(&msg)),
+                        };
+                    }
+                    Incoming::Message(msg) => self.events.push_back(msg),
+                }
+            }
+            if self.closed {
+                return Err(Error::Closed);
+            }
+            if !self.fill(Some(deadline))? {
+                return Err(Error::Timeout);
+            }
         }
     }
 

@@ -408,3 +408,32 @@ fn lock_options_write_policies_and_durations_on_the_wire() {
     assert_eq!(msg.get("mode"), None);
     assert_eq!(msg.get("try"), None);
 }
+
+#[test]
+fn vouched_for_reads_valid_for_from_the_answer_to_its_alive() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        let req = a.read();
+        assert_eq!(req.command, "ALIVE");
+        let serial = req.get_str("serial").expect("a serial").to_owned();
+        // An event first, and an answer to another ALIVE: both set aside.
+        a.write("UNLOCKED object_name=other;error=timedout");
+        a.write("ABSOLUTELY serial=999999;valid_for=9");
+        a.write(&format!("ABSOLUTELY serial={serial};valid_for=2.5"));
+        let req = a.read();
+        let serial = req.get_str("serial").expect("a serial").to_owned();
+        // An agent alone: no valid_for.
+        a.write(&format!("ABSOLUTELY serial={serial}"));
+        let req = a.read();
+        let serial = req.get_str("serial").expect("a serial").to_owned();
+        a.write(&format!("ABSOLUTELY serial={serial};valid_for=soon"));
+    });
+    let before = clock::monotonic();
+    let until = client.vouched_for().expect("answered").expect("a cluster");
+    let after = clock::monotonic();
+    assert!(until >= before + Duration::from_millis(2500), "{until:?}");
+    assert!(until <= after + Duration::from_millis(2500), "{until:?}");
+    assert_eq!(client.next_event().expect("kept").command, "UNLOCKED");
+    assert_eq!(client.vouched_for().expect("answered"), None);
+    assert!(matches!(client.vouched_for(), Err(Error::Protocol(_))));
+    agent.join().expect("fake agent");
+}
