@@ -437,3 +437,25 @@ fn vouched_for_reads_valid_for_from_the_answer_to_its_alive() {
     assert!(matches!(client.vouched_for(), Err(Error::Protocol(_))));
     agent.join().expect("fake agent");
 }
+
+#[test]
+fn a_busy_polling_client_gets_its_replies_and_sees_the_agent_close() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        let req = a.read();
+        // Later than the spin: the reply comes through the poll.
+        thread::sleep(Duration::from_millis(20));
+        a.write(&format!(
+            "LOCKED fence=7;key=h/1.1;object_name=x;timeout_date=1700000002.5;tag={}",
+            tag(&req)
+        ));
+        let req = a.read();
+        // At once: the spin reads it.
+        a.write(&format!("UNLOCKED object_name=x;tag={}", tag(&req)));
+    });
+    client.set_busy_poll(Duration::from_millis(5));
+    let grant = client.lock(b"x", &LockOptions::default()).expect("granted");
+    assert_eq!(grant.fence, 7);
+    client.unlock(b"x").expect("unlocked");
+    agent.join().expect("fake agent");
+    assert!(matches!(client.status(), Err(Error::Closed)));
+}
