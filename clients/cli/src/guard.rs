@@ -63,6 +63,30 @@ impl Guarded {
         let _ = kill(Pid::from_raw(-self.group.as_raw()), sig);
     }
 
+    /// Whether no process of the command's group is left.
+    pub fn group_is_empty(&self) -> bool {
+        group_is_empty(Pid::from_raw(-self.group.as_raw()))
+    }
+
+    /// After the guard died: kills the command's group and waits, at most
+    /// `bound`, until none of it is left, reaping the orphans that come to
+    /// this process (a subreaper once the guard is gone, see [`start`]).
+    /// Whether the group is gone.
+    pub fn kill_group_and_wait(&self, bound: Duration) -> bool {
+        let start = snaplock_client::clock::monotonic();
+        loop {
+            self.signal_group(Signal::SIGKILL);
+            let _ = reap_all(Pid::from_raw(0));
+            if self.group_is_empty() {
+                return true;
+            }
+            if snaplock_client::clock::monotonic().saturating_duration_since(start) > bound {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// After the guard exited with status 0: how the command ended.
     pub fn ended(&mut self) -> Option<Ended> {
         match read_report(&mut self.report) {
@@ -78,6 +102,9 @@ impl Guarded {
 /// guard inherits the mask and reads SIGCHLD from a signalfd.
 #[allow(unsafe_code)] // fork(2): the guard must be a copy of this process
 pub fn start(command: &[OsString], vars: &[(&str, &[u8])]) -> Result<Guarded, Errno> {
+    // Should the guard die first, the command's orphans come here, to be
+    // reaped while the group is killed.
+    let _ = nix::sys::prctl::set_child_subreaper(true);
     let (control_read, control_write) = pipe2(OFlag::O_CLOEXEC)?;
     let (report_read, report_write) = pipe2(OFlag::O_CLOEXEC)?;
     // SAFETY: snaplock-cli has one thread, so the child may run any code;
@@ -135,6 +162,10 @@ fn read_report(input: &mut std::fs::File) -> Option<(u8, i32)> {
 /// The guard's whole life; exits the process.
 fn run_guard(command: &[OsString], vars: &[(&str, &[u8])], control: OwnedFd, report: OwnedFd) -> ! {
     let mut report = std::fs::File::from(report);
+    // Its own name, so that `pkill snaplock-cli` or `killall -9
+    // snaplock-cli` does not kill the guard with snaplock-cli, which would
+    // leave the command running without the lock.
+    let _ = nix::sys::prctl::set_name(c"snaplock-guard");
     // Orphans of the command are reparented to the guard, which reaps
     // them, so that a finished group leaves no zombie that looks alive.
     let _ = nix::sys::prctl::set_child_subreaper(true);

@@ -481,8 +481,16 @@ impl Supervisor<'_> {
     /// The guard ended without saying how the command ended: nothing
     /// watches the command's group any more, so it is killed.
     fn guard_failed(&mut self, how: &str) -> u8 {
-        self.command.signal_group(Signal::SIGKILL);
-        eprintln!("snaplock-cli: error: the command's guard process failed ({how})");
+        eprintln!(
+            "snaplock-cli: error: the command's guard process failed ({how}); killing the command"
+        );
+        // The lock is released when this process exits: not before the
+        // group is gone, as far as the bound allows.
+        if !self.command.kill_group_and_wait(Duration::from_secs(5)) {
+            eprintln!(
+                "snaplock-cli: error: processes of the command are still there after SIGKILL"
+            );
+        }
         exit::SOFTWARE
     }
 

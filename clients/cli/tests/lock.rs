@@ -548,3 +548,59 @@ fn after_sigkill_of_the_cli_no_other_holder_runs_while_the_command_lives() {
     assert!(first.live().is_empty(), "{:?}", first.live());
     assert!(!done.stdout.contains("after"), "{done:?}");
 }
+
+#[test]
+fn killing_every_snaplock_cli_by_name_leaves_the_guard_to_stop_the_command() {
+    let agent = Agent::start();
+    let tree = Tree::new("byname");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    cmd.args(["lock", "byname", "--"])
+        .args(sh("sleep 7; echo after"));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 7", Duration::from_secs(10));
+    // What `killall -9 snaplock-cli` would kill: the processes of the tree
+    // named snaplock-cli.
+    let named: Vec<i32> = tree
+        .live()
+        .into_iter()
+        .filter(|(pid, _)| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "snaplock-cli")
+        })
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(named, vec![running.pid().as_raw()], "only the CLI itself");
+    kill(running.pid(), Signal::SIGKILL).expect("kill the CLI");
+    let _ = running.wait(BOUND);
+    let gone = tree.wait_gone(Duration::from_secs(3));
+    assert!(gone.is_ok(), "{gone:?}");
+}
+
+#[test]
+fn a_killed_guard_makes_the_cli_kill_the_command_and_exit_70() {
+    let agent = Agent::start();
+    let tree = Tree::new("guard");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    cmd.args(["lock", "guarded", "--"])
+        .args(sh("sleep 7; echo after"));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 7", Duration::from_secs(10));
+    let guard: Vec<i32> = tree
+        .live()
+        .into_iter()
+        .filter(|(pid, _)| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "snaplock-guard")
+        })
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(guard.len(), 1, "{:?}", tree.live());
+    kill(nix::unistd::Pid::from_raw(guard[0]), Signal::SIGKILL).expect("kill the guard");
+    let done = running.wait(BOUND);
+    assert_eq!(done.code(), 70, "{done:?}");
+    assert!(done.stderr.contains("guard"), "{done:?}");
+    let gone = tree.wait_gone(Duration::from_secs(3));
+    assert!(gone.is_ok(), "{gone:?}");
+}
