@@ -2,14 +2,19 @@
 //! lease that must never be outlived.
 //!
 //! ```text
-//!   LOCK ──LOCKED──▶ Holding ──command exits──▶ UNLOCK, exit with its status
+//!   LOCK ──LOCKED──▶ Holding ──group ended──▶ UNLOCK, exit with the command's status
 //!                       │  (EXTEND every lease/3; SIGINT/TERM/HUP passed on)
 //!                       │ lock lost: UNLOCKED error=..., LOCKFAILED to EXTEND,
-//!                       │ connection closed, no renewal answer in time
+//!                       │ connection closed, no renewal or ALIVE answer in
+//!                       │ time, the agent out of contact with the cluster
 //!                       ▼
 //!                   Stopping (SIGTERM sent) ──grace──▶ Killed (SIGKILL sent)
-//!                       └─────────command exits─────────┴──▶ exit 75
+//!                       └──────command's group ended──────┴──▶ exit 75
 //! ```
+//!
+//! The command runs under a guard process ([`guard`](crate::guard)), in a
+//! process group of its own: signals go to the group, and "the command
+//! exits" above means that no process of the group is left.
 //!
 //! One thread: `poll` on a signalfd (SIGCHLD tells the command exited; the
 //! other signals are forwarded) and on the agent's socket, with a timeout
@@ -559,6 +564,23 @@ mod tests {
         }
         assert_eq!(grace(Duration::from_secs(2)), Duration::from_millis(500));
         assert_eq!(margin(Duration::from_secs(2)), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn in_a_cluster_the_grace_and_margin_take_half_of_the_vouch_at_most() {
+        let s = Duration::from_secs;
+        // The default agent grace (5 s) and a lease of 8 s: 2 s and 0.5 s.
+        assert_eq!(
+            vouched_grace(s(8), s(5)),
+            (s(2), Duration::from_millis(500))
+        );
+        // The lease's own grace when the vouch is long.
+        assert_eq!(vouched_grace(s(8), s(60)), (grace(s(8)), margin(s(8))));
+        for (lease, span) in [(1, 1), (60, 5), (604_800, 1), (2, 3600)] {
+            let (g, m) = vouched_grace(s(lease), s(span));
+            assert!(g + m <= s(span) / 2, "{lease} {span}");
+            assert!(g <= grace(s(lease)) && m <= margin(s(lease)));
+        }
     }
 
     #[test]
