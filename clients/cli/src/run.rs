@@ -13,8 +13,8 @@
 //! ```
 //!
 //! The command runs under a guard process ([`guard`](crate::guard)), in a
-//! process group of its own: signals go to the group, and "the command
-//! exits" above means that no process of the group is left.
+//! process group of its own: signals go to the group, which has ended
+//! when no process of it is left (the guard then reports and exits).
 //!
 //! One thread: `poll` on a signalfd (SIGCHLD tells the command exited; the
 //! other signals are forwarded) and on the agent's socket, with a timeout
