@@ -22,6 +22,16 @@
 //!
 //! The guard is in `snaplock-cli`'s process group, not in the command's:
 //! signals meant for the command's group do not reach it.
+//!
+//! On a terminal where `snaplock-cli` is in the foreground, the guard makes
+//! the command's group the foreground group, so that the command can read
+//! the terminal and gets ^C and ^Z, and gives the terminal back when the
+//! group has ended. When ^Z (or a read from the background) stops the
+//! command, the guard gives the terminal back and stops `snaplock-cli`'s
+//! group too, so that the shell sees the job stopped. On `fg` or `bg`,
+//! `snaplock-cli` decides whether the command may go on (it still holds
+//! the lock, long enough) and says so on the control pipe; only then does
+//! the guard continue the command, with the terminal again on `fg`.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -33,8 +43,9 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::stat::Mode;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, fork, pipe2};
+use nix::unistd::{ForkResult, Pid, fork, getpgrp, pipe2, tcgetpgrp, tcsetpgrp};
 
 use crate::spawn::{self, Ended};
 
@@ -51,8 +62,9 @@ pub struct Guarded {
     pub group: Pid,
     /// Where the guard reports how the command ended.
     report: std::fs::File,
-    /// Kept open for as long as `snaplock-cli` runs.
-    _control: OwnedFd,
+    /// Kept open for as long as `snaplock-cli` runs; a byte on it lets a
+    /// stopped command go on.
+    control: OwnedFd,
 }
 
 impl Guarded {
@@ -61,6 +73,12 @@ impl Guarded {
         // The group exists until its last process is reaped, and the guard
         // reaps the leader only after the group is empty: the id is ours.
         let _ = kill(Pid::from_raw(-self.group.as_raw()), sig);
+    }
+
+    /// Lets the command go on after a job-control stop (`fg`, `bg`): the
+    /// guard continues it.
+    pub fn permit_resume(&self) {
+        let _ = nix::unistd::write(&self.control, b"c");
     }
 
     /// Whether no process of the command's group is left.
@@ -134,7 +152,7 @@ pub fn start(command: &[OsString], vars: &[(&str, &[u8])]) -> Result<Guarded, Er
                 guard: child,
                 group,
                 report,
-                _control: control_write,
+                control: control_write,
             })
         }
     }
@@ -185,10 +203,28 @@ fn run_guard(command: &[OsString], vars: &[(&str, &[u8])], control: OwnedFd, rep
     };
     write_report(&mut report, b'P', command_pid.as_raw());
     let group = Pid::from_raw(-command_pid.as_raw());
+    let mut tty = Terminal::open();
+    if tty.hand_to(command_pid) {
+        // It may have read the terminal before it was its own, and been
+        // stopped for it (SIGTTIN). SIGCONT clears the stop at once, so
+        // no stale stop is seen below.
+        let _ = kill(group, Signal::SIGCONT);
+    }
     let mut ended: Option<Ended> = None;
     let mut cli_gone = false;
     loop {
-        ended = ended.or(reap_all(command_pid));
+        let reaped = reap_all(command_pid);
+        if let Some(Reaped::Stopped) = reaped {
+            // ^Z, or a read from the background: the whole job stops, as
+            // the shell knows it (snaplock-cli's group, this guard with it),
+            // and the shell gets the terminal back.
+            if tty.take_back() {
+                let _ = kill(Pid::from_raw(0), Signal::SIGTSTP);
+            }
+        }
+        if let Some(Reaped::Ended(e)) = reaped {
+            ended = Some(e);
+        }
         if ended.is_some() && group_is_empty(group) {
             break;
         }
@@ -205,11 +241,18 @@ fn run_guard(command: &[OsString], vars: &[(&str, &[u8])], control: OwnedFd, rep
         ];
         let _ = poll(&mut fds, timeout);
         while let Ok(Some(_)) = signals.read_signal() {}
-        let hung_up = fds[1].revents().is_some_and(|r| !r.is_empty());
+        let readable = fds[1].revents().is_some_and(|r| !r.is_empty());
+        let mut byte = [0u8; 16];
+        let hung_up = readable && !matches!(nix::unistd::read(&control, &mut byte), Ok(n) if n > 0);
+        if readable && !hung_up && !cli_gone {
+            // snaplock-cli lets the command go on after a stop.
+            tty.hand_to(command_pid);
+            let _ = kill(group, Signal::SIGCONT);
+        }
         if hung_up || cli_gone {
-            // snaplock-cli never writes on the control pipe: readable means
-            // it is gone, and with it the renewals. Nothing of the command
-            // may run on; kill it again until none is left.
+            // End of file: snaplock-cli is gone, and with it the renewals.
+            // Nothing of the command may run on; kill it again until none
+            // is left.
             if !cli_gone {
                 eprintln!(
                     "snaplock-cli: error: snaplock-cli ended before the command; killing the command"
@@ -219,6 +262,7 @@ fn run_guard(command: &[OsString], vars: &[(&str, &[u8])], control: OwnedFd, rep
             let _ = kill(group, Signal::SIGKILL);
         }
     }
+    tty.take_back();
     match ended {
         Some(Ended::Code(code)) => write_report(&mut report, b'C', code),
         Some(Ended::Signal(sig)) => write_report(&mut report, b'S', sig),
@@ -227,22 +271,81 @@ fn run_guard(command: &[OsString], vars: &[(&str, &[u8])], control: OwnedFd, rep
     std::process::exit(0)
 }
 
-/// Reaps every child that ended; returns how `command` ended if it was
-/// among them.
-fn reap_all(command: Pid) -> Option<Ended> {
-    let mut ended = None;
+/// What became of the command, among the children reaped.
+enum Reaped {
+    Ended(Ended),
+    Stopped,
+}
+
+/// Reaps every child that ended; returns how `command` ended, or that it
+/// was stopped, if it was among them.
+fn reap_all(command: Pid) -> Option<Reaped> {
+    let mut news = None;
     loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Exited(pid, code)) if pid == command => {
-                ended = Some(Ended::Code(code));
+                news = Some(Reaped::Ended(Ended::Code(code)));
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
-                ended = Some(Ended::Signal(sig as i32));
+                news = Some(Reaped::Ended(Ended::Signal(sig as i32)));
             }
-            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return ended,
+            Ok(WaitStatus::Stopped(pid, _)) if pid == command => {
+                news = news.or(Some(Reaped::Stopped));
+            }
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return news,
             Ok(_) | Err(Errno::EINTR) => {}
-            Err(_) => return ended,
+            Err(_) => return news,
         }
+    }
+}
+
+/// The controlling terminal, when snaplock-cli's group was its foreground
+/// group at the start.
+struct Terminal {
+    fd: Option<OwnedFd>,
+    /// The command's group has the terminal.
+    handed: bool,
+}
+
+impl Terminal {
+    fn open() -> Terminal {
+        let fd = nix::fcntl::open(
+            "/dev/tty",
+            OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        .filter(|fd| tcgetpgrp(fd) == Ok(getpgrp()));
+        if fd.is_some() {
+            // Taking the terminal back from the background would stop the
+            // guard with SIGTTOU.
+            let mut ttou = SigSet::empty();
+            ttou.add(Signal::SIGTTOU);
+            let _ = ttou.thread_block();
+        }
+        Terminal { fd, handed: false }
+    }
+
+    /// Gives the terminal to the command's group, if this group has it;
+    /// whether it did.
+    fn hand_to(&mut self, command: Pid) -> bool {
+        if let Some(fd) = &self.fd {
+            if tcgetpgrp(fd) == Ok(getpgrp()) && tcsetpgrp(fd, command).is_ok() {
+                self.handed = true;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Takes the terminal back for snaplock-cli's group, if it was handed
+    /// over; whether it was.
+    fn take_back(&mut self) -> bool {
+        let was = std::mem::take(&mut self.handed);
+        if let (true, Some(fd)) = (was, &self.fd) {
+            let _ = tcsetpgrp(fd, getpgrp());
+        }
+        was
     }
 }
 

@@ -117,6 +117,8 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         Signal::SIGINT,
         Signal::SIGTERM,
         Signal::SIGHUP,
+        // Still continues this process; read to know it was stopped.
+        Signal::SIGCONT,
     ] {
         mask.add(sig);
     }
@@ -384,11 +386,21 @@ impl Supervisor<'_> {
             };
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGCHLD) => child_changed = true,
+                Ok(Signal::SIGCONT) => self.on_continued(),
                 Ok(sig) => self.command.signal_group(sig),
                 Err(_) => {}
             }
         }
         child_changed
+    }
+
+    /// `fg` or `bg` after a job-control stop: the command goes on only if
+    /// the lock is still held long enough for its grace; else the timers
+    /// stop it.
+    fn on_continued(&mut self) {
+        if matches!(self.phase, Phase::Holding) && clock::monotonic() < self.stop_at().0 {
+            self.command.permit_resume();
+        }
     }
 
     /// Reads what the agent sent; anything that says the lock is gone, or
@@ -477,10 +489,20 @@ impl Supervisor<'_> {
             "snaplock-cli: error: lock \"{}\" lost: {why}; stopping the command",
             self.display
         );
+        let now = clock::monotonic();
+        let kill_at = (now + self.grace_now()).min(self.hard_end());
+        if kill_at <= now {
+            // No time left for a grace (snaplock-cli was stopped, say):
+            // a stopped command must not run again, even to exit.
+            self.command.signal_group(Signal::SIGKILL);
+            self.phase = Phase::Killed;
+            return;
+        }
         self.command.signal_group(Signal::SIGTERM);
-        self.phase = Phase::Stopping {
-            kill_at: (clock::monotonic() + self.grace_now()).min(self.hard_end()),
-        };
+        // A command stopped by job control acts on SIGTERM only once
+        // continued.
+        self.command.signal_group(Signal::SIGCONT);
+        self.phase = Phase::Stopping { kill_at };
     }
 
     /// The guard ended without saying how the command ended: nothing

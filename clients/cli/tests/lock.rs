@@ -604,3 +604,28 @@ fn a_killed_guard_makes_the_cli_kill_the_command_and_exit_70() {
     let gone = tree.wait_gone(Duration::from_secs(3));
     assert!(gone.is_ok(), "{gone:?}");
 }
+
+#[test]
+fn a_command_run_from_a_terminal_can_read_it() {
+    // script(1) runs snaplock-cli on a terminal of its own, in the
+    // terminal's foreground group; a command in a background group that
+    // reads the terminal would be stopped (SIGTTIN) and never end.
+    let agent = Agent::start();
+    let tree = Tree::new("tty");
+    let inner = format!(
+        "{} --socket '{}' lock tty -- sh -c 'read x; echo got:\\$x; exit 3'",
+        common::CLI,
+        agent.socket.display()
+    );
+    let outer = format!("(sleep 0.5; echo hello; sleep 3) | script -qec \"{inner}\" /dev/null");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &outer]).stdin(std::process::Stdio::null());
+    tree.mark(&mut cmd);
+    let done = Running::spawn(cmd).wait(Duration::from_secs(10));
+    assert_eq!(
+        done.code(),
+        3,
+        "the command's status through script -e: {done:?}"
+    );
+    assert!(done.stdout.contains("got:hello"), "{done:?}");
+}
