@@ -16,22 +16,31 @@ Usage: snaplock-cli [--socket PATH] COMMAND [ARGS...]
 Take cluster-wide named locks from the local snaplock agent (snaplockd).
 
 Commands:
-  lock [-w SECS] [-d SECS] [-n] [-s] [-E CODE] NAME [--] COMMAND [ARGS...]
+  lock [-w SECS] [-d SECS] [-n] [-s|-x] [-E CODE] NAME [--] COMMAND [ARGS...]
+  lock [-w SECS] [-d SECS] [-n] [-s|-x] [-E CODE] NAME -c SHELL-COMMAND
       Lock NAME, run COMMAND while holding it, unlock when it exits, and exit
-      with its status. COMMAND gets SNAPLOCK_OBJECT, SNAPLOCK_FENCE and
-      SNAPLOCK_TIMEOUT_DATE in its environment. SIGINT, SIGTERM and SIGHUP
-      are passed on to it. If the lock is lost while it runs, COMMAND gets
-      SIGTERM at once, SIGKILL after a grace period, and the exit status is 75.
+      with its status. COMMAND runs in its own process group, and the lock is
+      held until every process of that group has ended. COMMAND gets
+      SNAPLOCK_OBJECT, SNAPLOCK_FENCE and SNAPLOCK_TIMEOUT_DATE (the end of
+      the first lease only) in its environment. SIGINT, SIGTERM and SIGHUP
+      are passed on to its group. If the lock is lost while it runs, the
+      group gets SIGTERM at once, SIGKILL after a grace period, and the exit
+      status is 75. If snaplock-cli is killed, the group is killed before
+      the lock is released.
       -w, --wait SECS       wait at most SECS for the lock (decimals allowed;
-                            default 5; 0 means -n)
+                            default: as long as the agent allows, 7 days;
+                            0 means -n); says so on stderr when it gives up
       -d, --lease SECS      lease length, renewed every SECS/3 while COMMAND
                             runs (decimals allowed; 1 to 604800; default 60)
       -n, --nonblock        fail at once if the lock is taken, or if the
                             agent cannot grant locks now (exit 69)
-      -s, --shared          take a shared lock (default: exclusive)
+      -s, --shared          take a shared lock
+      -x, -e, --exclusive   take an exclusive lock (the default)
+      -c, --command SHELL-COMMAND
+                            run SHELL-COMMAND with sh -c
       -E, --conflict-exit-code CODE
-                            exit status on conflict or timeout (1 to 255;
-                            default 1)
+                            exit status on conflict or timeout (0 to 255;
+                            default 1; -n -E 0 skips quietly when taken)
   status
       Print \"ready\" and exit 0 when the agent can grant locks now, else
       print \"not ready\" and exit 1.
@@ -72,8 +81,8 @@ Exit status:
 
 /// Longest wait and lease the agent accepts (7 days, DESIGN §3.2).
 pub const MAX_SECS: u64 = 604_800;
-/// `-w` default.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(5);
+/// `-w` default: as long as the agent allows, since flock(1) waits forever.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(MAX_SECS);
 /// `-d` default.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// `-t` default of `send`.
@@ -109,7 +118,8 @@ pub enum Action {
     Send(SendArgs),
 }
 
-/// `lock [-w SECS] [-d SECS] [-n] [-s] [-E CODE] NAME [--] COMMAND [ARGS...]`.
+/// `lock [-w SECS] [-d SECS] [-n] [-s|-x] [-E CODE] NAME [--] COMMAND [ARGS...]`,
+/// or `... NAME -c SHELL-COMMAND`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockArgs {
     /// The object name, as given (any bytes).
@@ -174,6 +184,14 @@ pub fn lock_opts() -> Options {
     );
     opts.optflag("n", "nonblock", "fail at once if the lock is taken");
     opts.optflag("s", "shared", "take a shared lock");
+    opts.optflag("x", "exclusive", "take an exclusive lock (the default)");
+    opts.optflag("e", "", "take an exclusive lock (the default)");
+    opts.optopt(
+        "c",
+        "command",
+        "run SHELL-COMMAND with sh -c",
+        "SHELL-COMMAND",
+    );
     opts.optopt(
         "E",
         "conflict-exit-code",
@@ -275,10 +293,10 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
     let conflict_code = match m.opt_str("conflict-exit-code") {
         None => 1,
         Some(v) => match v.parse::<u8>() {
-            Ok(code) if code > 0 => code,
+            Ok(code) => code,
             _ => {
                 return Err(usage(format!(
-                    "-E: '{v}' is not an exit status from 1 to 255"
+                    "-E: '{v}' is not an exit status from 0 to 255"
                 )));
             }
         },
@@ -292,12 +310,43 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
     if name.len() > MAX_NAME {
         return Err(usage(format!("lock: NAME is longer than {MAX_NAME} bytes")));
     }
-    if command.first().is_some_and(|a| a == "--") {
-        command = &command[1..];
+    let exclusive = m.opt_present("exclusive") || m.opt_present("e");
+    if exclusive && m.opt_present("shared") {
+        return Err(usage("lock: -s and -x (or -e) exclude each other"));
     }
-    if command.is_empty() {
-        return Err(usage("lock: missing COMMAND"));
+    // `-c` before NAME, or after it as flock(1) writes it.
+    let mut shell = m.opt_str("command").map(OsString::from);
+    if shell.is_none()
+        && command
+            .first()
+            .is_some_and(|a| a == "-c" || a == "--command")
+    {
+        match &command[1..] {
+            [line] => shell = Some(line.clone()),
+            [] => return Err(usage("lock: -c needs a SHELL-COMMAND")),
+            _ => return Err(usage("lock: give SHELL-COMMAND as one argument (quote it)")),
+        }
+        command = &[];
     }
+    let command = match shell {
+        Some(line) => {
+            if !command.is_empty() {
+                return Err(usage(
+                    "lock: give either -c SHELL-COMMAND or COMMAND, not both",
+                ));
+            }
+            vec![OsString::from("sh"), OsString::from("-c"), line]
+        }
+        None => {
+            if command.first().is_some_and(|a| a == "--") {
+                command = &command[1..];
+            }
+            if command.is_empty() {
+                return Err(usage("lock: missing COMMAND"));
+            }
+            command.to_vec()
+        }
+    };
     Ok(Action::Lock(LockArgs {
         name: name.as_bytes().to_vec(),
         wait,
@@ -305,7 +354,7 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
         try_once: m.opt_present("nonblock") || wait.is_zero(),
         shared: m.opt_present("shared"),
         conflict_code,
-        command: command.to_vec(),
+        command,
     }))
 }
 

@@ -28,7 +28,8 @@ fn os(args: &[&str]) -> Vec<OsString> {
 fn lock_has_flock_like_defaults() {
     let l = lock(&["lock", "name", "true"]);
     assert_eq!(l.name, b"name");
-    assert_eq!(l.wait, Duration::from_secs(5));
+    // flock(1) waits forever: as long as the agent allows here.
+    assert_eq!(l.wait, Duration::from_secs(604_800));
     assert_eq!(l.lease, Duration::from_secs(60));
     assert!(!l.try_once && !l.shared);
     assert_eq!(l.conflict_code, 1);
@@ -117,7 +118,7 @@ fn lock_rejects_bad_numbers() {
         (&["lock", "-d", "0", "x", "c"], "-d: '0'"),
         (&["lock", "-d", "0.5", "x", "c"], "-d"),
         (&["lock", "-d", "604801", "x", "c"], "-d"),
-        (&["lock", "-E", "0", "x", "c"], "-E: '0'"),
+        (&["lock", "-E", "-1", "x", "c"], "-E: '-1'"),
         (&["lock", "-E", "256", "x", "c"], "-E"),
         (&["lock", "-E", "x", "x", "c"], "-E"),
     ] {
@@ -236,5 +237,45 @@ fn every_option_is_in_the_help_text() {
             USAGE.contains(&format!("\n  {exit}")),
             "exit status {exit} is undocumented"
         );
+    }
+}
+
+#[test]
+fn flock_habits_are_understood() {
+    // -x and -e: exclusive, the default.
+    for flag in ["-x", "-e", "--exclusive"] {
+        let l = lock(&["lock", flag, "x", "cmd"]);
+        assert!(!l.shared, "{flag}");
+    }
+    // -c runs its argument through sh -c, after NAME or before it.
+    for args in [
+        &["lock", "x", "-c", "echo a | wc -c"][..],
+        &["lock", "-c", "echo a | wc -c", "x"],
+        &["lock", "x", "--command", "echo a | wc -c"],
+    ] {
+        assert_eq!(
+            lock(args).command,
+            os(&["sh", "-c", "echo a | wc -c"]),
+            "{args:?}"
+        );
+    }
+    // -E 0: skip quietly when taken.
+    assert_eq!(
+        lock(&["lock", "-n", "-E", "0", "x", "cmd"]).conflict_code,
+        0
+    );
+}
+
+#[test]
+fn flock_habits_that_contradict_each_other_are_refused() {
+    for (args, needle) in [
+        (&["lock", "-s", "-x", "x", "c"][..], "exclude each other"),
+        (&["lock", "-e", "-s", "x", "c"], "exclude each other"),
+        (&["lock", "x", "-c"], "-c needs"),
+        (&["lock", "x", "-c", "a", "b"], "one argument"),
+        (&["lock", "-c", "a", "x", "b"], "not both"),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(needle), "{args:?}: {err}");
     }
 }

@@ -6,6 +6,7 @@
 
 mod args;
 mod exit;
+mod guard;
 mod query;
 mod run;
 mod spawn;

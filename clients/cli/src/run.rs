@@ -2,14 +2,19 @@
 //! lease that must never be outlived.
 //!
 //! ```text
-//!   LOCK ──LOCKED──▶ Holding ──command exits──▶ UNLOCK, exit with its status
+//!   LOCK ──LOCKED──▶ Holding ──group ended──▶ UNLOCK, exit with the command's status
 //!                       │  (EXTEND every lease/3; SIGINT/TERM/HUP passed on)
 //!                       │ lock lost: UNLOCKED error=..., LOCKFAILED to EXTEND,
-//!                       │ connection closed, no renewal answer in time
+//!                       │ connection closed, no renewal or ALIVE answer in
+//!                       │ time, the agent out of contact with the cluster
 //!                       ▼
 //!                   Stopping (SIGTERM sent) ──grace──▶ Killed (SIGKILL sent)
-//!                       └─────────command exits─────────┴──▶ exit 75
+//!                       └──────command's group ended──────┴──▶ exit 75
 //! ```
+//!
+//! The command runs under a guard process ([`guard`](crate::guard)), in a
+//! process group of its own: signals go to the group, which has ended
+//! when no process of it is left (the guard then reports and exits).
 //!
 //! One thread: `poll` on a signalfd (SIGCHLD tells the command exited; the
 //! other signals are forwarded) and on the agent's socket, with a timeout
@@ -20,14 +25,14 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SigSet, SignalFd};
-use nix::unistd::Pid;
 use snaplock_client::wire::Message;
 use snaplock_client::{Client, Error, Grant, LockOptions, Mode, clock, extend_message, tag_of};
 
 use crate::args::LockArgs;
 use crate::exit;
+use crate::guard::{self, Guarded};
 use crate::spawn::{self, Ended};
 
 /// How long the command has between SIGTERM and SIGKILL.
@@ -38,6 +43,13 @@ pub fn grace(lease: Duration) -> Duration {
 /// Slack kept before the lease end for the SIGKILL to take effect.
 pub fn margin(lease: Duration) -> Duration {
     (lease / 10).min(Duration::from_secs(1))
+}
+
+/// In a cluster, the grace and margin also fit in what the agent vouches
+/// for while in contact (`span`, the longest `valid_for` heard): together
+/// at most half of it, so that the other half covers the pings.
+pub fn vouched_grace(lease: Duration, span: Duration) -> (Duration, Duration) {
+    (grace(lease).min(span * 2 / 5), margin(lease).min(span / 10))
 }
 
 /// When the lease ends, on the monotonic clock, for a grant whose request
@@ -79,8 +91,16 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     let grant = match client.lock(&args.name, &opts) {
         Ok(grant) => grant,
         // Silent, as flock(1): the status says it, and a cron job that
-        // finds the lock taken has nothing to report.
-        Err(e) if exit::is_conflict(&e) => return args.conflict_code,
+        // finds the lock taken (-n) has nothing to report.
+        Err(e) if e.is_refused("busy") => return args.conflict_code,
+        // A wait that ends is worth a word: it may have been the default.
+        Err(e) if exit::is_conflict(&e) => {
+            eprintln!(
+                "snaplock-cli: lock \"{name}\" not obtained: still taken after waiting {} s (-w)",
+                snaplock_proto::time::duration_to_wire(args.wait)
+            );
+            return args.conflict_code;
+        }
         Err(e) => {
             eprintln!("snaplock-cli: error: lock \"{name}\" not obtained: {e}");
             return exit::of_error(&e, args.conflict_code);
@@ -97,6 +117,8 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         Signal::SIGINT,
         Signal::SIGTERM,
         Signal::SIGHUP,
+        // Still continues this process; read to know it was stopped.
+        Signal::SIGCONT,
     ] {
         mask.add(sig);
     }
@@ -117,8 +139,8 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         ("SNAPLOCK_FENCE", fence.as_bytes()),
         ("SNAPLOCK_TIMEOUT_DATE", date.as_bytes()),
     ];
-    let child = match spawn::spawn(&args.command, &vars) {
-        Ok(pid) => pid,
+    let command = match guard::start(&args.command, &vars) {
+        Ok(command) => command,
         Err(e) => {
             let e = std::io::Error::from(e);
             let program = spawn::program_name(&args.command);
@@ -134,7 +156,7 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         display: name,
         lease: args.lease,
         fence: grant.fence,
-        child,
+        command,
         signals,
         lease_end,
         next_renew: lease_end
@@ -142,6 +164,7 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
             .unwrap_or(received),
         pending: None,
         vouched: None,
+        span: Duration::ZERO,
         alive: None,
         next_alive: received,
         socket_open: true,
@@ -165,8 +188,8 @@ struct Supervisor<'a> {
     display: String,
     lease: Duration,
     fence: u64,
-    /// The command's pid; not reaped before it ended, so never reused.
-    child: Pid,
+    /// The command, its process group and its guard (the child to reap).
+    command: Guarded,
     signals: SignalFd,
     /// When the lease ends, at the earliest.
     lease_end: Instant,
@@ -174,9 +197,11 @@ struct Supervisor<'a> {
     /// The EXTEND in flight: its tag and when it was sent.
     pending: Option<(i64, Instant)>,
     /// In a cluster: until when the agent vouches for its locks (its
-    /// `valid_for` answer to ALIVE, counted from when ALIVE was sent), the
-    /// ALIVE in flight, and when to send the next.
+    /// `valid_for` answer to ALIVE, counted from when ALIVE was sent) and
+    /// that `valid_for`; the longest `valid_for` heard (what it vouches for
+    /// while in contact); the ALIVE in flight, and when to send the next.
     vouched: Option<(Instant, Duration)>,
+    span: Duration,
     alive: Option<(i64, Instant)>,
     next_alive: Instant,
     socket_open: bool,
@@ -202,13 +227,14 @@ impl Supervisor<'_> {
                 self.on_socket();
             }
             if child_changed {
-                match spawn::try_reap(self.child) {
-                    Ok(Some(ended)) => return self.finish(ended),
+                match spawn::try_reap(self.command.guard) {
+                    Ok(Some(Ended::Code(0))) => match self.command.ended() {
+                        Some(ended) => return self.finish(ended),
+                        None => return self.guard_failed("it did not report"),
+                    },
+                    Ok(Some(ended)) => return self.guard_failed(&format!("{ended:?}")),
                     Ok(None) => {}
-                    Err(e) => {
-                        eprintln!("snaplock-cli: error: cannot wait for the command: {e}");
-                        return exit::SOFTWARE;
-                    }
+                    Err(e) => return self.guard_failed(&e.to_string()),
                 }
             }
         }
@@ -237,7 +263,7 @@ impl Supervisor<'_> {
     fn wake_at(&self) -> Option<Instant> {
         match self.phase {
             Phase::Holding => {
-                let mut at = self.stop_at();
+                let mut at = self.stop_at().0;
                 if self.pending.is_none() {
                     at = at.min(self.next_renew);
                 }
@@ -251,32 +277,68 @@ impl Supervisor<'_> {
         }
     }
 
+    /// The grace between SIGTERM and SIGKILL, and the margin kept for the
+    /// SIGKILL to act, before the end of what the agent vouches for.
+    fn vouch_grace(&self) -> (Duration, Duration) {
+        vouched_grace(self.lease, self.span)
+    }
+
     /// Without news from the agent, the command is stopped from here on,
-    /// so that even the SIGKILL comes before the lease could end.
-    fn stop_at(&self) -> Instant {
+    /// so that the whole grace fits, and even the SIGKILL comes, before the
+    /// lease could end, or what the agent vouches for ends. The reason goes
+    /// with it.
+    fn stop_at(&self) -> (Instant, &'static str) {
         let early = grace(self.lease) + margin(self.lease);
         let by_lease = self.lease_end.checked_sub(early).unwrap_or(self.lease_end);
-        match self.vouched {
-            // Half of what the agent vouched for is left to stop the command.
-            Some((until, left)) => by_lease.min(until.checked_sub(left / 2).unwrap_or(until)),
-            None => by_lease,
+        let Some((until, _)) = self.vouched else {
+            return (by_lease, RENEWAL_LATE);
+        };
+        let (g, m) = self.vouch_grace();
+        let by_vouch = until.checked_sub(g + m).unwrap_or(until);
+        let unanswered = self.alive.is_some_and(|(_, sent)| {
+            clock::monotonic().saturating_duration_since(sent) > ALIVE_SLOW
+        });
+        if by_lease <= by_vouch {
+            (by_lease, RENEWAL_LATE)
+        } else if unanswered {
+            (by_vouch, ALIVE_LATE)
+        } else {
+            // The agent answers, but what it vouches for does not move on:
+            // it has not heard from a majority of the cluster.
+            (by_vouch, CONTACT_LOST)
         }
     }
 
     /// The latest the command may still run: the lease's end, or the end of
     /// what the agent vouched for, less the margin for SIGKILL to act.
     fn hard_end(&self) -> Instant {
-        let end = self
-            .vouched
-            .map_or(self.lease_end, |(v, _)| v.min(self.lease_end));
-        end.checked_sub(margin(self.lease)).unwrap_or(end)
+        let by_lease = self
+            .lease_end
+            .checked_sub(margin(self.lease))
+            .unwrap_or(self.lease_end);
+        match self.vouched {
+            Some((until, _)) => {
+                let (_, m) = self.vouch_grace();
+                by_lease.min(until.checked_sub(m).unwrap_or(until))
+            }
+            None => by_lease,
+        }
+    }
+
+    /// The grace the command gets from now.
+    fn grace_now(&self) -> Duration {
+        match self.vouched {
+            Some(_) => self.vouch_grace().0,
+            None => grace(self.lease),
+        }
     }
 
     fn on_timers(&mut self) {
         let now = clock::monotonic();
         match self.phase {
-            Phase::Holding if now >= self.stop_at() => {
-                self.lose("the agent did not confirm the lease renewal in time");
+            Phase::Holding if now >= self.stop_at().0 => {
+                let why = self.stop_at().1;
+                self.lose(why);
             }
             Phase::Holding if self.pending.is_none() && now >= self.next_renew => {
                 let tag = self.client.new_tag();
@@ -303,7 +365,7 @@ impl Supervisor<'_> {
                 }
             }
             Phase::Stopping { kill_at } if now >= kill_at => {
-                self.signal_child(Signal::SIGKILL);
+                self.command.signal_group(Signal::SIGKILL);
                 self.phase = Phase::Killed;
             }
             _ => {}
@@ -324,11 +386,21 @@ impl Supervisor<'_> {
             };
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGCHLD) => child_changed = true,
-                Ok(sig) => self.signal_child(sig),
+                Ok(Signal::SIGCONT) => self.on_continued(),
+                Ok(sig) => self.command.signal_group(sig),
                 Err(_) => {}
             }
         }
         child_changed
+    }
+
+    /// `fg` or `bg` after a job-control stop: the command goes on only if
+    /// the lock is still held long enough for its grace; else the timers
+    /// stop it.
+    fn on_continued(&mut self) {
+        if matches!(self.phase, Phase::Holding) && clock::monotonic() < self.stop_at().0 {
+            self.command.permit_resume();
+        }
     }
 
     /// Reads what the agent sent; anything that says the lock is gone, or
@@ -383,6 +455,7 @@ impl Supervisor<'_> {
                         return None;
                     };
                     self.vouched = Some((sent + left, left));
+                    self.span = self.span.max(left);
                     self.next_alive = sent + (left / 5).max(Duration::from_millis(100));
                 }
             }
@@ -406,7 +479,8 @@ impl Supervisor<'_> {
             .unwrap_or(received);
     }
 
-    /// The lock is gone: SIGTERM now, SIGKILL after the grace.
+    /// The lock is gone: SIGTERM now to the command's whole process group,
+    /// SIGKILL after the grace.
     fn lose(&mut self, why: &str) {
         if !matches!(self.phase, Phase::Holding) {
             return;
@@ -415,15 +489,36 @@ impl Supervisor<'_> {
             "snaplock-cli: error: lock \"{}\" lost: {why}; stopping the command",
             self.display
         );
-        self.signal_child(Signal::SIGTERM);
-        self.phase = Phase::Stopping {
-            kill_at: (clock::monotonic() + grace(self.lease)).min(self.hard_end()),
-        };
+        let now = clock::monotonic();
+        let kill_at = (now + self.grace_now()).min(self.hard_end());
+        if kill_at <= now {
+            // No time left for a grace (snaplock-cli was stopped, say):
+            // a stopped command must not run again, even to exit.
+            self.command.signal_group(Signal::SIGKILL);
+            self.phase = Phase::Killed;
+            return;
+        }
+        self.command.signal_group(Signal::SIGTERM);
+        // A command stopped by job control acts on SIGTERM only once
+        // continued.
+        self.command.signal_group(Signal::SIGCONT);
+        self.phase = Phase::Stopping { kill_at };
     }
 
-    fn signal_child(&self, sig: Signal) {
-        // Not reaped yet, so the pid is still the command's (a zombie at worst).
-        let _ = kill(self.child, sig);
+    /// The guard ended without saying how the command ended: nothing
+    /// watches the command's group any more, so it is killed.
+    fn guard_failed(&mut self, how: &str) -> u8 {
+        eprintln!(
+            "snaplock-cli: error: the command's guard process failed ({how}); killing the command"
+        );
+        // The lock is released when this process exits: not before the
+        // group is gone, as far as the bound allows.
+        if !self.command.kill_group_and_wait(Duration::from_secs(5)) {
+            eprintln!(
+                "snaplock-cli: error: processes of the command are still there after SIGKILL"
+            );
+        }
+        exit::SOFTWARE
     }
 
     fn finish(&mut self, ended: Ended) -> u8 {
@@ -441,6 +536,14 @@ impl Supervisor<'_> {
         }
     }
 }
+
+/// An agent on this computer answers ALIVE in well under this.
+const ALIVE_SLOW: Duration = Duration::from_millis(100);
+const RENEWAL_LATE: &str = "the agent did not confirm the lease renewal in time";
+const ALIVE_LATE: &str =
+    "the agent did not confirm in time that it still vouches for the lock (ALIVE)";
+const CONTACT_LOST: &str = "the agent lost contact with the rest of the cluster: \
+     what it vouches for (ALIVE valid_for) runs out";
 
 /// A duration in seconds as the protocol writes it (`1.5`).
 fn parse_secs(v: &[u8]) -> Option<Duration> {
@@ -483,6 +586,23 @@ mod tests {
         }
         assert_eq!(grace(Duration::from_secs(2)), Duration::from_millis(500));
         assert_eq!(margin(Duration::from_secs(2)), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn in_a_cluster_the_grace_and_margin_take_half_of_the_vouch_at_most() {
+        let s = Duration::from_secs;
+        // The default agent grace (5 s) and a lease of 8 s: 2 s and 0.5 s.
+        assert_eq!(
+            vouched_grace(s(8), s(5)),
+            (s(2), Duration::from_millis(500))
+        );
+        // The lease's own grace when the vouch is long.
+        assert_eq!(vouched_grace(s(8), s(60)), (grace(s(8)), margin(s(8))));
+        for (lease, span) in [(1, 1), (60, 5), (604_800, 1), (2, 3600)] {
+            let (g, m) = vouched_grace(s(lease), s(span));
+            assert!(g + m <= s(span) / 2, "{lease} {span}");
+            assert!(g <= grace(s(lease)) && m <= margin(s(lease)));
+        }
     }
 
     #[test]

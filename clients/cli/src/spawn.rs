@@ -26,7 +26,8 @@ pub enum Ended {
 }
 
 /// Starts `command` (looked up in `$PATH` when it has no `/`) with this
-/// process's environment plus `vars`, and stdin, stdout and stderr shared.
+/// process's environment plus `vars`, and stdin, stdout and stderr shared,
+/// as the leader of a new process group.
 pub fn spawn(command: &[OsString], vars: &[(&str, &[u8])]) -> Result<Pid, Errno> {
     let args = command
         .iter()
@@ -50,8 +51,13 @@ pub fn spawn(command: &[OsString], vars: &[(&str, &[u8])]) -> Result<Pid, Errno>
     let mut defaults = SigSet::empty();
     defaults.add(Signal::SIGPIPE);
     attr.set_sigdefault(&defaults)?;
+    // Its own process group, so that every process it starts can be
+    // signalled at once, and none is missed when the lock is lost.
+    attr.set_pgroup(Pid::from_raw(0))?;
     attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK
+            | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF
+            | PosixSpawnFlags::POSIX_SPAWN_SETPGROUP,
     )?;
     let actions = PosixSpawnFileActions::init()?;
     let program = args.first().ok_or(Errno::EINVAL)?;

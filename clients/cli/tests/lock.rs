@@ -7,7 +7,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use common::{Agent, Running, TempDir, now, run, sh, wait_for_file};
+use common::{Agent, Running, TempDir, Tree, now, run, sh, wait_for_file};
 use nix::sys::signal::{Signal, kill};
 
 const BOUND: Duration = Duration::from_secs(20);
@@ -140,6 +140,58 @@ fn waiting_too_long_exits_with_the_conflict_code_after_the_wait() {
         done.took >= Duration::from_millis(900) && done.took < Duration::from_millis(2500),
         "{done:?}"
     );
+    assert!(
+        done.stderr
+            .contains("not obtained: still taken after waiting 1 s"),
+        "{done:?}"
+    );
+    release(&dir, holder);
+}
+
+#[test]
+fn without_wait_option_the_cli_waits_as_flock_does() {
+    let agent = Agent::start();
+    let dir = TempDir::new("waitlong");
+    let holder = hold(&agent, &dir, "long");
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "long", "-c", "echo got it"]);
+    let waiter = Running::spawn(cmd);
+    // Longer than the 5 s after which it used to give up.
+    std::thread::sleep(Duration::from_millis(6500));
+    release(&dir, holder);
+    let done = waiter.wait(BOUND);
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert_eq!(done.stdout, "got it\n");
+}
+
+#[test]
+fn flock_habits_work_the_same() {
+    let agent = Agent::start();
+    let dir = TempDir::new("habits");
+    // -x (or -e) and -c: an exclusive lock, the command through sh -c.
+    for flag in ["-x", "-e"] {
+        let mut cmd = agent.cli();
+        cmd.args([
+            "lock",
+            flag,
+            "habit",
+            "-c",
+            "echo \"$SNAPLOCK_OBJECT\" | tr a-z A-Z",
+        ]);
+        let done = run(cmd, BOUND);
+        assert_eq!(done.code(), 0, "{done:?}");
+        assert_eq!(done.stdout, "HABIT\n", "{flag}");
+    }
+    // -n -E 0: skip quietly when taken, without running the command.
+    let holder = hold(&agent, &dir, "habit");
+    let ran = dir.path("ran");
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "-n", "-E", "0", "habit", "-c"])
+        .arg(format!("touch '{}'", ran.display()));
+    let done = run(cmd, BOUND);
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert!(done.stderr.is_empty() && done.stdout.is_empty(), "{done:?}");
+    assert!(!ran.exists());
     release(&dir, holder);
 }
 
@@ -373,4 +425,207 @@ fn the_command_starts_with_no_signal_blocked_and_sigpipe_at_its_default() {
         0,
         "SIGPIPE is not ignored: {done:?}"
     );
+}
+
+#[test]
+fn a_lost_lock_stops_every_process_the_command_started() {
+    let mut agent = Agent::start();
+    let dir = TempDir::new("tree");
+    let tree = Tree::new("tree");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    cmd.args(["lock", "-d", "8", "job", "--"])
+        .args(sh("sleep 97; echo after"));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 97", Duration::from_secs(10));
+    let lost = now();
+    agent.kill9();
+    let done = running.wait(BOUND);
+    assert_eq!(done.code(), 75, "{done:?}");
+    // The grace of an 8 s lease is 2 s; `sh` and `sleep` both die of the
+    // SIGTERM at once.
+    let gone = tree.wait_gone(Duration::from_secs(3));
+    let took = lost.elapsed();
+    assert!(
+        gone.is_ok(),
+        "left running after the lock was lost: {gone:?}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    eprintln!("lost lock to the end of the process tree: {took:?}");
+    assert!(!done.stdout.contains("after"), "{done:?}");
+    drop(dir);
+}
+
+#[test]
+fn processes_that_ignore_sigterm_get_sigkill_after_the_grace() {
+    let mut agent = Agent::start();
+    let tree = Tree::new("deaf");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    // Both the shell and its child ignore SIGTERM.
+    cmd.args(["lock", "-d", "2", "deaf", "--"]).args(sh(
+        "trap '' TERM; sh -c 'trap \"\" TERM; sleep 97'; echo after",
+    ));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 97", Duration::from_secs(10));
+    let lost = now();
+    agent.kill9();
+    let done = running.wait(BOUND);
+    let took = lost.elapsed();
+    assert_eq!(done.code(), 75, "{done:?}");
+    assert!(tree.live().is_empty(), "{:?}", tree.live());
+    // SIGKILL after the grace, a quarter of the 2 s lease.
+    assert!(took >= Duration::from_millis(450), "{took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    assert!(!done.stdout.contains("after"), "{done:?}");
+}
+
+#[test]
+fn the_lock_is_held_until_every_process_of_the_group_has_ended() {
+    let agent = Agent::start();
+    let dir = TempDir::new("leftover");
+    let tree = Tree::new("leftover");
+    let ended = dir.path("ended");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    // The command exits at once; a process it started in the background
+    // goes on for 1 s.
+    cmd.args(["lock", "leftover", "--"]).args(sh(&format!(
+        "(sleep 1; touch '{}') & exit 4",
+        ended.display()
+    )));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 1", Duration::from_secs(10));
+    let mut other = agent.cli();
+    other.args(["lock", "-n", "leftover", "true"]);
+    assert_eq!(run(other, BOUND).code(), 1, "still held");
+    let done = running.wait(BOUND);
+    assert!(ended.exists(), "the lock outlived the background process");
+    assert_eq!(done.code(), 4, "the command's own status: {done:?}");
+    let mut other = agent.cli();
+    other.args(["lock", "-n", "leftover", "true"]);
+    assert_eq!(run(other, BOUND).code(), 0, "released");
+}
+
+#[test]
+fn after_sigkill_of_the_cli_no_other_holder_runs_while_the_command_lives() {
+    let agent = Agent::start();
+    let first = Tree::new("first");
+    let mut cmd = agent.cli();
+    first.mark(&mut cmd);
+    cmd.args(["lock", "job", "--"])
+        .args(sh("sleep 6; echo after"));
+    let running = Running::spawn(cmd);
+    first.wait_for("sleep 6", Duration::from_secs(10));
+    let killed = now();
+    kill(running.pid(), Signal::SIGKILL).expect("kill the CLI");
+    let done = running.wait(BOUND);
+    assert_eq!(done.status.code(), None, "killed: {done:?}");
+    // The second holder's command looks for any live process of the first.
+    let check = format!(
+        "for e in /proc/[0-9]*/environ; do \
+           if grep -q 'SNAPLOCK_TEST_TREE={}' \"$e\" 2>/dev/null; then echo \"$e\"; exit 9; fi; \
+         done; exit 0",
+        first.token
+    );
+    let mut ran = None;
+    for _ in 0..200 {
+        let mut second = agent.cli();
+        second.args(["lock", "-n", "job", "--"]).args(sh(&check));
+        let got = run(second, BOUND);
+        match got.code() {
+            1 => std::thread::sleep(Duration::from_millis(5)),
+            0 => {
+                ran = Some(killed.elapsed());
+                break;
+            }
+            _ => panic!("the second holder ran beside the first command: {got:?}"),
+        }
+    }
+    let after = ran.expect("the lock is free again once the first command is gone");
+    eprintln!("SIGKILL of the CLI to the next grant: {after:?}");
+    assert!(after < Duration::from_secs(3), "{after:?}");
+    assert!(first.live().is_empty(), "{:?}", first.live());
+    assert!(!done.stdout.contains("after"), "{done:?}");
+}
+
+#[test]
+fn killing_every_snaplock_cli_by_name_leaves_the_guard_to_stop_the_command() {
+    let agent = Agent::start();
+    let tree = Tree::new("byname");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    cmd.args(["lock", "byname", "--"])
+        .args(sh("sleep 7; echo after"));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 7", Duration::from_secs(10));
+    // What `killall -9 snaplock-cli` would kill: the processes of the tree
+    // named snaplock-cli.
+    let named: Vec<i32> = tree
+        .live()
+        .into_iter()
+        .filter(|(pid, _)| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "snaplock-cli")
+        })
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(named, vec![running.pid().as_raw()], "only the CLI itself");
+    kill(running.pid(), Signal::SIGKILL).expect("kill the CLI");
+    let _ = running.wait(BOUND);
+    let gone = tree.wait_gone(Duration::from_secs(3));
+    assert!(gone.is_ok(), "{gone:?}");
+}
+
+#[test]
+fn a_killed_guard_makes_the_cli_kill_the_command_and_exit_70() {
+    let agent = Agent::start();
+    let tree = Tree::new("guard");
+    let mut cmd = agent.cli();
+    tree.mark(&mut cmd);
+    cmd.args(["lock", "guarded", "--"])
+        .args(sh("sleep 7; echo after"));
+    let running = Running::spawn(cmd);
+    tree.wait_for("sleep 7", Duration::from_secs(10));
+    let guard: Vec<i32> = tree
+        .live()
+        .into_iter()
+        .filter(|(pid, _)| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "snaplock-guard")
+        })
+        .map(|(pid, _)| pid)
+        .collect();
+    assert_eq!(guard.len(), 1, "{:?}", tree.live());
+    kill(nix::unistd::Pid::from_raw(guard[0]), Signal::SIGKILL).expect("kill the guard");
+    let done = running.wait(BOUND);
+    assert_eq!(done.code(), 70, "{done:?}");
+    assert!(done.stderr.contains("guard"), "{done:?}");
+    let gone = tree.wait_gone(Duration::from_secs(3));
+    assert!(gone.is_ok(), "{gone:?}");
+}
+
+#[test]
+fn a_command_run_from_a_terminal_can_read_it() {
+    // script(1) runs snaplock-cli on a terminal of its own, in the
+    // terminal's foreground group; a command in a background group that
+    // reads the terminal would be stopped (SIGTTIN) and never end.
+    let agent = Agent::start();
+    let tree = Tree::new("tty");
+    let inner = format!(
+        "{} --socket '{}' lock tty -- sh -c 'read x; echo got:\\$x; exit 3'",
+        common::CLI,
+        agent.socket.display()
+    );
+    let outer = format!("(sleep 0.5; echo hello; sleep 3) | script -qec \"{inner}\" /dev/null");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &outer]).stdin(std::process::Stdio::null());
+    tree.mark(&mut cmd);
+    let done = Running::spawn(cmd).wait(Duration::from_secs(10));
+    assert_eq!(
+        done.code(),
+        3,
+        "the command's status through script -e: {done:?}"
+    );
+    assert!(done.stdout.contains("got:hello"), "{done:?}");
 }

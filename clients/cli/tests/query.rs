@@ -140,7 +140,7 @@ fn usage_errors_exit_64_and_help_and_version_exit_0() {
     for args in [
         &[][..],
         &["lock", "x"],
-        &["lock", "-E", "0", "x", "true"],
+        &["lock", "-E", "256", "x", "true"],
         &["bogus"],
         &["status", "x"],
     ] {

@@ -46,6 +46,7 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::MsgFlags;
 use snaplock_proto::paths::{RUN_DIR, SOCKET_ENV, SocketSources, resolve_socket};
+use snaplock_proto::time::parse_duration;
 use snaplock_proto::wire::{Frame, LineFramer, Message, encode_to_vec, parse};
 
 pub use crate::error::Error;
@@ -66,6 +67,9 @@ pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 const READ_CHUNK: usize = 64 << 10;
 
+/// Default of [`Client::set_busy_poll`].
+pub const DEFAULT_BUSY_POLL: Duration = Duration::ZERO;
+
 /// The agent's socket path by the rule of DESIGN §3.1: `explicit`; else
 /// `$SNAPLOCK_SOCKET`; else `/run/snaplock/snaplock.sock` when that directory
 /// exists; else `$XDG_RUNTIME_DIR/snaplock.sock`; else
@@ -80,6 +84,9 @@ pub fn default_socket_path(explicit: Option<&Path>) -> PathBuf {
         uid: nix::unistd::getuid().as_raw(),
     })
 }
+
+/// The longest `valid_for` read: far beyond any lease (7 days).
+const VALID_FOR_MAX_SECS: u64 = 604_800;
 
 /// A line from the agent, read but not yet handed out.
 enum Incoming {
@@ -101,6 +108,8 @@ pub struct Client {
     closed: bool,
     next_tag: i64,
     reply_timeout: Duration,
+    /// How long to try non-blocking reads before sleeping in poll.
+    busy_poll: Duration,
     /// The `pid` each held lock was requested with, so EXTEND and UNLOCK
     /// name the same ticket key.
     pids: BTreeMap<Vec<u8>, u64>,
@@ -124,6 +133,7 @@ impl Client {
             closed: false,
             next_tag: 1,
             reply_timeout: DEFAULT_REPLY_TIMEOUT,
+            busy_poll: DEFAULT_BUSY_POLL,
             pids: BTreeMap::new(),
         }
     }
@@ -136,6 +146,13 @@ impl Client {
     /// See [`set_reply_timeout`](Self::set_reply_timeout).
     pub fn reply_timeout(&self) -> Duration {
         self.reply_timeout
+    }
+
+    /// How long a wait for a reply first tries non-blocking reads, spinning
+    /// on the CPU, before it sleeps in `poll(2)` (default
+    /// [`DEFAULT_BUSY_POLL`]).
+    pub fn set_busy_poll(&mut self, spin: Duration) {
+        self.busy_poll = spin;
     }
 
     /// A tag not used before on this connection.
@@ -333,6 +350,53 @@ impl Client {
         }
     }
 
+    /// Until when the agent vouches for this connection's locks: the
+    /// holder's side of the lease (`docs/cluster.md`). Sends `ALIVE` and
+    /// waits for its `ABSOLUTELY`.
+    ///
+    /// In a cluster the answer carries `valid_for`, and this returns
+    /// `Some(deadline)`: the time the `ALIVE` was sent plus `valid_for`.
+    /// A holder that hears nothing newer must have stopped acting on its
+    /// locks by then, even while its lease runs: the agent may have lost
+    /// contact with the cluster, which may give the lock to somebody else
+    /// after that. Ask again well before it (`snaplock-cli` asks every
+    /// fifth of `valid_for`); a deadline that stops moving on means the
+    /// agent is out of contact. `None` from an agent that runs alone:
+    /// then the lease is the only limit.
+    pub fn vouched_for(&mut self) -> Result<Option<Instant>, Error> {
+        let serial = self.new_tag();
+        let sent = clock::monotonic();
+        let ping = Message::new("ALIVE").with("serial", serial.to_string());
+        self.send(&ping)?;
+        let deadline = sent + self.reply_timeout;
+        let want = serial.to_string();
+        loop {
+            while let Some(incoming) = self.inbox.pop_front() {
+                match incoming {
+                    Incoming::Malformed(why) => return Err(Error::Protocol(why)),
+                    Incoming::Message(msg)
+                        if msg.command == "ABSOLUTELY"
+                            && msg.get_str("serial") == Some(want.as_str()) =>
+                    {
+                        return match msg.get("valid_for") {
+                            None => Ok(None),
+                            Some(v) => parse_duration(v, VALID_FOR_MAX_SECS)
+                                .map(|d| Some(sent + d))
+                                .ok_or_else(|| request::unexpected(&msg)),
+                        };
+                    }
+                    Incoming::Message(msg) => self.events.push_back(msg),
+                }
+            }
+            if self.closed {
+                return Err(Error::Closed);
+            }
+            if !self.fill(Some(deadline))? {
+                return Err(Error::Timeout);
+            }
+        }
+    }
+
     /// The agent's `STATUS` message (`INFO`): server name, version,
     /// readiness, leaders, counts.
     pub fn info(&mut self) -> Result<Message, Error> {
@@ -354,7 +418,17 @@ impl Client {
 
     /// Waits until the socket is readable or `deadline` passes, then reads
     /// once and frames what came. `Ok(false)`: the deadline passed first.
+    ///
+    /// The wait is in poll(POLLIN), never blocked in read: each time the
+    /// agent reads a request, the kernel wakes a reader blocked on the
+    /// socket (to tell it there is room to write), for nothing, and that
+    /// costs the agent's loop a quarter of its time. A poll for POLLIN only
+    /// is not woken by it.
     fn fill(&mut self, deadline: Option<Instant>) -> Result<bool, Error> {
+        if let Some(n) = self.read_spinning(deadline)? {
+            self.framed(n);
+            return Ok(true);
+        }
         loop {
             let timeout = match deadline {
                 None => PollTimeout::NONE,
@@ -387,6 +461,42 @@ impl Client {
             }
         };
         buf.truncate(old + n);
+        self.framed(n);
+        Ok(true)
+    }
+
+    /// Tries non-blocking reads for [`set_busy_poll`](Self::set_busy_poll)
+    /// (bounded by `deadline`); `Some(n)` once a read got `n` bytes (0: the
+    /// agent closed), appended to the framer's buffer.
+    fn read_spinning(&mut self, deadline: Option<Instant>) -> Result<Option<usize>, Error> {
+        if self.busy_poll.is_zero() {
+            return Ok(None);
+        }
+        let mut until = clock::monotonic() + self.busy_poll;
+        if let Some(d) = deadline {
+            until = until.min(d);
+        }
+        let fd = self.stream.as_raw_fd();
+        let buf = self.framer.buffer_mut();
+        let old = buf.len();
+        buf.resize(old + READ_CHUNK, 0);
+        let got = loop {
+            match nix::sys::socket::recv(fd, &mut buf[old..], MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => break Ok(Some(n)),
+                Err(Errno::EAGAIN | Errno::EINTR) => {}
+                Err(e) => break Err(Error::from(io::Error::from(e))),
+            }
+            if clock::monotonic() >= until {
+                break Ok(None);
+            }
+            std::hint::spin_loop();
+        };
+        buf.truncate(old + got.as_ref().ok().copied().flatten().unwrap_or(0));
+        got
+    }
+
+    /// Frames what the last read of `n` bytes brought.
+    fn framed(&mut self, n: usize) {
         if n == 0 {
             self.closed = true;
         }
@@ -405,7 +515,6 @@ impl Client {
             };
             self.inbox.push_back(incoming);
         }
-        Ok(true)
     }
 }
 

@@ -408,3 +408,54 @@ fn lock_options_write_policies_and_durations_on_the_wire() {
     assert_eq!(msg.get("mode"), None);
     assert_eq!(msg.get("try"), None);
 }
+
+#[test]
+fn vouched_for_reads_valid_for_from_the_answer_to_its_alive() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        let req = a.read();
+        assert_eq!(req.command, "ALIVE");
+        let serial = req.get_str("serial").expect("a serial").to_owned();
+        // An event first, and an answer to another ALIVE: both set aside.
+        a.write("UNLOCKED object_name=other;error=timedout");
+        a.write("ABSOLUTELY serial=999999;valid_for=9");
+        a.write(&format!("ABSOLUTELY serial={serial};valid_for=2.5"));
+        let req = a.read();
+        let serial = req.get_str("serial").expect("a serial").to_owned();
+        // An agent alone: no valid_for.
+        a.write(&format!("ABSOLUTELY serial={serial}"));
+        let req = a.read();
+        let serial = req.get_str("serial").expect("a serial").to_owned();
+        a.write(&format!("ABSOLUTELY serial={serial};valid_for=soon"));
+    });
+    let before = clock::monotonic();
+    let until = client.vouched_for().expect("answered").expect("a cluster");
+    let after = clock::monotonic();
+    assert!(until >= before + Duration::from_millis(2500), "{until:?}");
+    assert!(until <= after + Duration::from_millis(2500), "{until:?}");
+    assert_eq!(client.next_event().expect("kept").command, "UNLOCKED");
+    assert_eq!(client.vouched_for().expect("answered"), None);
+    assert!(matches!(client.vouched_for(), Err(Error::Protocol(_))));
+    agent.join().expect("fake agent");
+}
+
+#[test]
+fn a_busy_polling_client_gets_its_replies_and_sees_the_agent_close() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        let req = a.read();
+        // Later than the spin: the reply comes through the poll.
+        thread::sleep(Duration::from_millis(20));
+        a.write(&format!(
+            "LOCKED fence=7;key=h/1.1;object_name=x;timeout_date=1700000002.5;tag={}",
+            tag(&req)
+        ));
+        let req = a.read();
+        // At once: the spin reads it.
+        a.write(&format!("UNLOCKED object_name=x;tag={}", tag(&req)));
+    });
+    client.set_busy_poll(Duration::from_millis(5));
+    let grant = client.lock(b"x", &LockOptions::default()).expect("granted");
+    assert_eq!(grant.fence, 7);
+    client.unlock(b"x").expect("unlocked");
+    agent.join().expect("fake agent");
+    assert!(matches!(client.status(), Err(Error::Closed)));
+}

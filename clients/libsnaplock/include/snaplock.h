@@ -269,6 +269,29 @@ int snaplock_fd(const struct snaplock_conn *conn);
 // `conn` is NULL or a live connection; `ready_out` is NULL or writable.
 snaplock_result snaplock_status(struct snaplock_conn *conn, bool *ready_out);
 
+// How long from now the agent vouches for this connection's locks: the
+// holder's side of the lease. Sends `ALIVE` and waits for its answer.
+//
+// In a cluster, on success `*valid_for_us_out` is the number of
+// microseconds, counted from the start of this call, for which the agent
+// still vouches for the locks. A holder that hears nothing newer must
+// stop acting on its locks by then, even while their leases run: its
+// agent may have lost contact with the rest of the cluster, which may
+// grant the lock to somebody else after that. Call it again well before
+// that (every fifth of the time, as `snaplock-cli` does); a time that no
+// longer moves on means the agent is out of contact. From an agent that
+// runs alone, `*valid_for_us_out` is -1: the lease is then the only limit.
+//
+// Results: those of any request (`SNAPLOCK_RESULT_NO_REPLY`,
+// `SNAPLOCK_RESULT_CLOSED`, `SNAPLOCK_RESULT_IO`,
+// `SNAPLOCK_RESULT_PROTOCOL`), `SNAPLOCK_RESULT_NULL_PARAMETER`.
+//
+// # Safety
+//
+// `conn` is NULL or a live connection; `valid_for_us_out` is NULL or
+// writable.
+snaplock_result snaplock_vouched_for(struct snaplock_conn *conn, int64_t *valid_for_us_out);
+
 // Sets how long a request waits for the agent's reply before failing
 // with `SNAPLOCK_RESULT_NO_REPLY` (default 5000 ms); a lock request waits
 // this much longer than its own `wait_ms`. 0 is

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nix::errno::Errno;
-use snaplock_client::{Client, Error, default_socket_path};
+use snaplock_client::{Client, Error, clock, default_socket_path};
 
 use crate::result::snaplock_result;
 
@@ -203,6 +203,57 @@ pub unsafe extern "C" fn snaplock_status(
             Ok(ready) => {
                 // SAFETY: not NULL and writable (the caller's promise).
                 unsafe { ready_out.write(ready) };
+                snaplock_result::Ok
+            }
+            Err(e) => conn.fail(e),
+        }
+    }
+}
+
+/// How long from now the agent vouches for this connection's locks: the
+/// holder's side of the lease. Sends `ALIVE` and waits for its answer.
+///
+/// In a cluster, on success `*valid_for_us_out` is the number of
+/// microseconds, counted from the start of this call, for which the agent
+/// still vouches for the locks. A holder that hears nothing newer must
+/// stop acting on its locks by then, even while their leases run: its
+/// agent may have lost contact with the rest of the cluster, which may
+/// grant the lock to somebody else after that. Call it again well before
+/// that (every fifth of the time, as `snaplock-cli` does); a time that no
+/// longer moves on means the agent is out of contact. From an agent that
+/// runs alone, `*valid_for_us_out` is -1: the lease is then the only limit.
+///
+/// Results: those of any request (`SNAPLOCK_RESULT_NO_REPLY`,
+/// `SNAPLOCK_RESULT_CLOSED`, `SNAPLOCK_RESULT_IO`,
+/// `SNAPLOCK_RESULT_PROTOCOL`), `SNAPLOCK_RESULT_NULL_PARAMETER`.
+///
+/// # Safety
+///
+/// `conn` is NULL or a live connection; `valid_for_us_out` is NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn snaplock_vouched_for(
+    conn: *mut snaplock_conn,
+    valid_for_us_out: *mut i64,
+) -> snaplock_result {
+    ffi_boundary! {
+        // SAFETY: NULL or a live connection, used by this thread only (the
+        // caller's promise).
+        let Some(conn) = (unsafe { conn.as_mut() }) else {
+            return snaplock_result::NullParameter;
+        };
+        if valid_for_us_out.is_null() {
+            return conn.null("valid_for_us_out");
+        }
+        let start = clock::monotonic();
+        match conn.client.vouched_for() {
+            Ok(until) => {
+                let micros = until.map_or(-1, |t| {
+                    i64::try_from(t.saturating_duration_since(start).as_micros())
+                        .unwrap_or(i64::MAX)
+                });
+                // SAFETY: not NULL and writable (the caller's promise).
+                unsafe { valid_for_us_out.write(micros) };
                 snaplock_result::Ok
             }
             Err(e) => conn.fail(e),

@@ -46,6 +46,7 @@ mod result;
 pub use crate::conn::{
     snaplock_conn, snaplock_conn_free, snaplock_conn_last_error, snaplock_connect,
     snaplock_default_socket_path, snaplock_fd, snaplock_set_reply_timeout, snaplock_status,
+    snaplock_vouched_for,
 };
 pub use crate::event::{
     SNAPLOCK_OBJECT_NAME_MAX, SNAPLOCK_OBJECT_NAME_SIZE, snaplock_event, snaplock_event_kind,

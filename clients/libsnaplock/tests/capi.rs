@@ -304,6 +304,25 @@ fn outputs_are_untouched_when_a_call_fails() {
 }
 
 #[test]
+fn an_agent_alone_vouches_without_limit_and_the_lease_is_the_bound() {
+    let agent = TestAgent::start();
+    let a = agent.connect();
+    let _grant = a.lock(c"vouched", None).expect("granted");
+    let mut valid_for = 12345;
+    // SAFETY: a live connection and a writable output.
+    let r = unsafe { snaplock_vouched_for(a.0, &mut valid_for) };
+    assert_eq!(r, snaplock_result::Ok);
+    assert_eq!(valid_for, -1, "no valid_for from an agent alone");
+    // SAFETY: a live connection; NULL is refused before anything is sent.
+    let r = unsafe { snaplock_vouched_for(a.0, ptr::null_mut()) };
+    assert_eq!(r, snaplock_result::NullParameter);
+    // SAFETY: NULL connection, writable output.
+    let r = unsafe { snaplock_vouched_for(ptr::null_mut(), &mut valid_for) };
+    assert_eq!(r, snaplock_result::NullParameter);
+    assert_eq!(valid_for, -1, "untouched on failure");
+}
+
+#[test]
 fn a_lock_is_granted_extended_and_unlocked_with_fences_that_grow() {
     let agent = TestAgent::start();
     let a = agent.connect();

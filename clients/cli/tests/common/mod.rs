@@ -121,6 +121,11 @@ impl Agent {
     /// Starts `snaplockd --socket <tmp>/s.sock --log-level warn` and waits (at
     /// most 10 s) until its socket accepts connections.
     pub fn start() -> Agent {
+        Agent::start_with(&[])
+    }
+
+    /// [`start`](Agent::start) with more arguments.
+    pub fn start_with(extra: &[String]) -> Agent {
         let dir = TempDir::new("agent");
         let socket = dir.path("s.sock");
         let child = Command::new(agent_binary())
@@ -129,6 +134,7 @@ impl Agent {
             .arg("--state-dir")
             .arg(dir.path(""))
             .args(["--log-level", "warn"])
+            .args(extra)
             .stdin(Stdio::null())
             .spawn()
             .expect("start snaplockd");
@@ -297,4 +303,89 @@ pub fn wait_for_file(path: &Path, bound: Duration) {
 /// `sh -c SCRIPT` as the command of `lock`.
 pub fn sh(script: &str) -> [&OsStr; 3] {
     [OsStr::new("sh"), OsStr::new("-c"), OsStr::new(script)]
+}
+
+/// The processes, zombies left out, whose environment holds
+/// `SNAPLOCK_TEST_TREE=<token>`: a command run with that variable and all
+/// it started, wherever they moved. Killed (SIGKILL, by pid) on drop, so a
+/// failed test leaves none behind.
+pub struct Tree {
+    pub token: String,
+}
+
+impl Tree {
+    pub fn new(what: &str) -> Tree {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::Relaxed);
+        Tree {
+            token: format!("{what}-{}-{n}", std::process::id()),
+        }
+    }
+
+    /// Sets the variable on `cmd`.
+    pub fn mark(&self, cmd: &mut Command) {
+        cmd.env("SNAPLOCK_TEST_TREE", &self.token);
+    }
+
+    /// The live processes of the tree, with their command lines.
+    pub fn live(&self) -> Vec<(i32, String)> {
+        let want = format!("SNAPLOCK_TEST_TREE={}", self.token);
+        let mut found = Vec::new();
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return found;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            // A zombie's environment reads empty: it runs nothing.
+            let Ok(env) = fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+                let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                found.push((pid, cmdline));
+            }
+        }
+        found
+    }
+
+    /// Waits at most `bound` until a live process's command line starts
+    /// with `what`.
+    pub fn wait_for(&self, what: &str, bound: Duration) {
+        let start = now();
+        while !self.live().iter().any(|(_, c)| c.starts_with(what)) {
+            assert!(start.elapsed() < bound, "no {what:?} within {bound:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits at most `bound` until none of the tree is left; how long it
+    /// took, or what is still there.
+    pub fn wait_gone(&self, bound: Duration) -> Result<Duration, Vec<(i32, String)>> {
+        let start = now();
+        loop {
+            let live = self.live();
+            if live.is_empty() {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > bound {
+                return Err(live);
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        for (pid, _) in self.live() {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
 }
