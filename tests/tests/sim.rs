@@ -187,23 +187,17 @@ fn faults_of_one_computer_take_no_lock_from_the_others() {
     assert_eq!(ran, count, "the sweep ran out of time");
 }
 
-/// One-computer runs that still break R1 (8 of seeds 1000–2999, all with
+/// One-computer runs that still break R1 (5 of seeds 1000–2999, all with
 /// the conductor as the victim), each with what it shows; a sweep fails on
 /// any other.
-const R1_OPEN: [(u64, &str); 8] = [
-    (1317, "R1: not explained yet"),
+const R1_OPEN: [(u64, &str); 5] = [
     (1530, "R1: not explained yet"),
-    (1572, "R1: not explained yet"),
     (
         1668,
         "R1: the conductor, cut off both ways, elects over the member whose last answer came just before the cut; cut off one way next, it leaves the others without answers for longer than the settle window",
     ),
     (1926, "R1: not explained yet"),
     (2028, "R1: not explained yet"),
-    (
-        2904,
-        "R1: the conductor paused 3 s; the others elect 2.4 s after its last answer, yet a lock it owned lapses (not explained yet; wall clocks far apart)",
-    ),
     (2970, "R1: not explained yet"),
 ];
 
@@ -224,7 +218,13 @@ fn r1_seeds_still_open() {
 
 /// One-computer runs that once broke R1, each with what it found; they
 /// must stay clean.
-const R1_FIXED: [(u64, &str); 5] = [
+const R1_FIXED: [(u64, &str); 8] = [
+    (
+        2904,
+        "R1: a carried lock waited for its old owner's own move to a later epoch although the others had left before (quorum_left_by took the owner's time, not the earlier of the two)",
+    ),
+    (1317, "R1: passes since the same fix (not traced)"),
+    (1572, "R1: passes since the same fix (not traced)"),
     (
         62,
         "R1: a leader that came back was cut off again at once; the locks it owned waited for it past their grace (the model's dial to a paused computer; the state sent again)",

@@ -32,6 +32,9 @@ impl Cluster {
     /// Starts only the first `up` of `n` agents (the others are members
     /// that are down); waits for nothing.
     pub fn start_some(tag: &str, n: usize, up: usize) -> Cluster {
+        // snaplock-cli is built (once per test process) before any agent
+        // starts: a build inside a timed step would outlast what it times.
+        cli_binary();
         let mut c = Cluster {
             dir: TempDir::new(tag),
             addrs: loopback_addrs(n),

@@ -71,20 +71,21 @@ impl Carried {
     /// longer gather a quorum's answers in it: it stops acting there at
     /// most `stretch(peer_timeout)` later (docs/cluster.md, "Links and
     /// liveness").
+    /// Whichever came first counts: a lock whose old owner was known to be
+    /// cut off from its quorum does not wait for that owner's own move.
     fn quorum_left_by(&self, old: SocketAddr, members: usize, quorum: usize) -> Option<Time> {
-        if let Some((_, t)) = self.left.iter().find(|(a, _)| *a == old) {
-            return Some(*t);
-        }
-        let need = (members + 1).checked_sub(quorum)?.max(1);
+        let itself = (self.left.iter()).find(|(a, _)| *a == old).map(|(_, t)| *t);
+        let need = (members + 1).checked_sub(quorum).map(|n| n.max(1));
         let mut times: Vec<Time> = (self.left.iter())
             .filter(|(a, _)| *a != old)
             .map(|(_, t)| *t)
             .collect();
-        if times.len() < need {
-            return None;
-        }
         times.sort_unstable();
-        Some(times[need - 1])
+        let others = need.and_then(|n| times.get(n - 1).copied());
+        match (itself, others) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -356,5 +357,42 @@ impl Core {
             c.locks.retain(|_, (at, _)| now.mono < *at + grace);
             c.earliest = c.locks.values().map(|(at, _)| *at).min();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: u64) -> Time {
+        Time::from_micros(s * 1_000_000)
+    }
+
+    #[test]
+    fn the_old_owner_is_cut_off_when_the_others_left_even_if_it_moved_later() {
+        let (a, b, old): (SocketAddr, SocketAddr, SocketAddr) = (
+            "127.0.0.1:4001".parse().unwrap(),
+            "127.0.0.1:4002".parse().unwrap(),
+            "127.0.0.1:4000".parse().unwrap(),
+        );
+        let mut c = Carried::new([(ObjectName::from(&b"n"[..]), (at(1), None))].into());
+        c.from_epoch = 5;
+        c.left(a, 6, at(10));
+        assert_eq!(c.quorum_left_by(old, 3, 2), None, "one of two others");
+        c.left(b, 6, at(11));
+        assert_eq!(c.quorum_left_by(old, 3, 2), Some(at(11)));
+        // The old owner's own move, later, does not undo what was known.
+        c.left(old, 6, at(15));
+        assert_eq!(c.quorum_left_by(old, 3, 2), Some(at(11)));
+        // Nor does an earlier move of its own count for less.
+        let mut d = Carried::new([(ObjectName::from(&b"n"[..]), (at(1), None))].into());
+        d.from_epoch = 5;
+        d.left(old, 6, at(4));
+        d.left(a, 6, at(10));
+        d.left(b, 6, at(11));
+        assert_eq!(d.quorum_left_by(old, 3, 2), Some(at(4)));
+        // An epoch not later than the carried one says nothing.
+        d.left("127.0.0.1:4003".parse().unwrap(), 5, at(2));
+        assert_eq!(d.left.len(), 3);
     }
 }
