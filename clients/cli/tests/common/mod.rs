@@ -62,52 +62,18 @@ fn agent_binary() -> PathBuf {
         .clone()
 }
 
-/// The binary `bin` of the workspace's package `package`, built now.
-///
-/// Cargo builds the binaries of the package under test only: `cargo test
-/// -p snaplock-cli` alone has no `snaplockd`, or an old one. So the test
-/// builds it with the cargo that runs it, into the same target directory
-/// and profile as `snaplock-cli` (when it is up to date, cargo only
-/// checks that).
+/// The binary `bin` of the workspace's package `package`, built now, beside
+/// `snaplock-cli`.
 fn workspace_binary(package: &str, bin: &str) -> PathBuf {
-    let profile_dir = Path::new(CLI).parent().expect("the profile's directory");
-    let profile = profile_dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("the profile's name");
-    let mut target_dir = profile_dir.parent().expect("the target directory");
-    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into()));
-    cargo.arg("build").args(["-p", package, "--bin", bin]);
-    // <target>/<triple>/<profile> when a target was named.
-    if !target_dir.join("CACHEDIR.TAG").exists() {
-        let triple = target_dir.file_name().expect("a target triple").to_owned();
-        cargo.arg("--target").arg(triple);
-        target_dir = target_dir.parent().expect("the target directory");
-    }
-    if profile != "debug" {
-        cargo.args(["--profile", profile]);
-    }
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
         .expect("the workspace");
-    let out = cargo
-        .arg("--manifest-path")
-        .arg(workspace.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target_dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "cannot build {bin}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = profile_dir.join(bin);
-    assert!(path.exists(), "{} was not built", path.display());
-    path
+    workspace_binary::build(Path::new(CLI), workspace, package, bin)
 }
+
+#[path = "../../../../tests/support/workspace_binary.rs"]
+mod workspace_binary;
 
 /// A running agent; stopped (SIGTERM, then SIGKILL) and cleaned up on drop.
 pub struct Agent {
