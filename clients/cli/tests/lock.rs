@@ -369,8 +369,12 @@ fn the_cli_exits_within_milliseconds_of_the_command() {
     let done = running.wait(BOUND);
     assert_eq!(done.code(), 0, "{done:?}");
     let after = seen.elapsed();
+    // Not a speed figure (bench/ has those): a CLI that waited for its
+    // next timer (a renewal, a poll interval) before noticing the end
+    // would take a second or more; half a second leaves room for a loaded
+    // machine.
     assert!(
-        after < Duration::from_millis(60),
+        after < Duration::from_millis(500),
         "exited {after:?} after the command ended"
     );
 }
