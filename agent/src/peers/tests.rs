@@ -1,5 +1,5 @@
 //! Unit tests of the address rules; the links themselves are tested with
-//! real agents in `tests/peers.rs`.
+//! real agents in `tests/peers/`.
 
 use super::*;
 
