@@ -22,7 +22,8 @@ use snaplock_proto::paths::{self, SocketSources};
 use snaplock_proto::wire::is_valid_name;
 
 use crate::files::{self, shown};
-use crate::peers::{self, secret::Secret};
+use crate::members;
+use crate::secret::Secret;
 use crate::state::{self, StateDir};
 
 /// Where the packaged configuration lives.
@@ -681,7 +682,7 @@ pub fn build(
         }
         None => false,
     };
-    peers::check_members(s.listen, &neighbors, has_secret).map_err(ConfigError)?;
+    members::check_members(s.listen, &neighbors, has_secret).map_err(ConfigError)?;
     let cluster_defaults = ClusterConfig::default();
     let peer_timeout = s.peer_timeout.unwrap_or(cluster_defaults.peer_timeout);
     let grace = s.grace.unwrap_or(cluster_defaults.grace);

@@ -32,8 +32,10 @@ mod event_loop;
 pub mod files;
 pub mod listen;
 pub mod logging;
+pub mod members;
 pub mod notify;
 pub mod peers;
+pub mod secret;
 pub mod signals;
 pub mod state;
 

@@ -11,7 +11,8 @@ use snaplock_proto::wire::Message;
 use snaplock_proto::{Input, Now, PeerId};
 
 use super::link::{Link, State};
-use super::{BACKOFF_MIN, Peers, REFUSE_LINGER, handshake, is_loopback};
+use super::{BACKOFF_MIN, Peers, REFUSE_LINGER, handshake};
+use crate::members::is_loopback;
 
 impl Peers {
     pub(super) fn on_message(&mut self, registry: &Registry, now: Now, id: u64, msg: Message) {

@@ -24,7 +24,7 @@ use snaplock_proto::wire::{Message, is_valid_name};
 
 use crate::files::shown;
 
-use super::secret::{PROOF_LEN, from_hex, to_hex};
+use crate::secret::{PROOF_LEN, from_hex, to_hex};
 
 /// The peer protocol's version, the one this agent speaks.
 pub const VERSION: u32 = 1;

@@ -24,11 +24,10 @@
 mod admit;
 pub mod handshake;
 mod link;
-pub mod secret;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
-use std::net::{IpAddr, Shutdown, SocketAddr};
+use std::net::{Shutdown, SocketAddr};
 use std::time::Duration;
 
 use log::Level;
@@ -45,9 +44,10 @@ use crate::AgentError;
 use crate::config::AgentConfig;
 use crate::conn::{FlushOutcome, ReadOutcome};
 use crate::logging::RateLimit;
+use crate::members::check_members;
+use crate::secret::Secret;
 use handshake::Local;
 use link::{Link, State};
-use secret::Secret;
 
 /// The peer listener's token.
 pub(crate) const LISTENER: Token = Token(3);
@@ -104,68 +104,6 @@ pub(crate) fn urandom<const N: usize>() -> io::Result<[u8; N]> {
     let mut bytes = [0u8; N];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes)
-}
-
-/// Checks the members against the address rules; the error names the key.
-///
-/// With other members, `listen` must be set and be an address they can
-/// dial; without a secret, every member must be on a loopback address,
-/// since nothing else would tell a member from anybody on the network.
-pub fn check_members(
-    listen: Option<SocketAddr>,
-    neighbors: &[SocketAddr],
-    has_secret: bool,
-) -> Result<(), String> {
-    let others: Vec<SocketAddr> = neighbors
-        .iter()
-        .copied()
-        .filter(|a| Some(*a) != listen)
-        .collect();
-    if others.is_empty() {
-        return Ok(());
-    }
-    let list = |v: &[SocketAddr]| {
-        v.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let Some(listen) = listen else {
-        return Err(format!(
-            "neighbors= names {} but listen= is not set: set listen= to this computer's address in the list",
-            list(&others)
-        ));
-    };
-    if listen.ip().is_unspecified() {
-        return Err(format!(
-            "listen={listen}: the other members dial this address, so it must be this computer's own \
-             address as neighbors= lists it, not {}",
-            listen.ip()
-        ));
-    }
-    let remote: Vec<SocketAddr> = others
-        .iter()
-        .chain([&listen])
-        .copied()
-        .filter(|a| !is_loopback(a.ip()))
-        .collect();
-    if !has_secret && !remote.is_empty() {
-        return Err(format!(
-            "neighbors= and listen= name {}, not on a loopback address: a cluster of several computers \
-             needs secret_file= (without it, only agents of this computer may link up)",
-            list(&remote)
-        ));
-    }
-    Ok(())
-}
-
-fn is_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
-    }
 }
 
 /// Another member, by its `listen` address, and when to dial it.
