@@ -17,43 +17,22 @@
 //! requests are not read until they are written, so a client that writes
 //! faster than it reads is slowed down by its own socket, not closed.
 //!
-//! Replies are appended to `out` as the core emits them and written once
-//! per loop iteration, so a burst of replies costs one `write`.
+//! Replies are appended as the core emits them and written once per loop
+//! iteration, so a burst of replies costs one `write`.
 
-use std::io::{self, Read, Write};
+use std::io;
 
 use mio::net::UnixStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 use snaplock_proto::Time;
-use snaplock_proto::wire::{LineFramer, Message, encode};
+use snaplock_proto::wire::{LineFramer, Message};
+
+pub use crate::outbuf::{FlushOutcome, ReadOutcome};
+use crate::outbuf::{OutBuf, WriteInterest, Writes, read_once};
 
 /// A reply buffer this large is given back to the allocator once written,
 /// so one big `TICKETLIST` does not pin its memory for the connection's life.
 const KEEP_CAPACITY: usize = 64 << 10;
-
-/// What one `read` gave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadOutcome {
-    /// This many bytes.
-    Data(usize),
-    /// Nothing more for now.
-    WouldBlock,
-    /// The peer will send nothing more (it may still be reading).
-    Eof,
-    /// The connection failed.
-    Failed,
-}
-
-/// What flushing gave.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlushOutcome {
-    /// Everything queued is written.
-    Empty,
-    /// The socket is full; the rest waits for `WRITABLE`.
-    Pending,
-    /// The peer is gone (`EPIPE`, `ECONNRESET`, ...).
-    Failed,
-}
 
 /// A client connection.
 #[derive(Debug)]
@@ -62,8 +41,7 @@ pub struct Conn {
     pub stream: UnixStream,
     /// Cuts what was read into lines.
     pub framer: LineFramer,
-    out: Vec<u8>,
-    out_start: usize,
+    out: OutBuf,
     /// The peer sent EOF: no more requests, but replies still go out.
     pub read_closed: bool,
     /// The core asked to close: read nothing more, flush, then close.
@@ -89,7 +67,7 @@ pub struct Conn {
     pub lingering: bool,
     /// The peer shut its side down (or vanished): read until EOF.
     pub eof_pending: bool,
-    writable_registered: bool,
+    writable: WriteInterest,
 }
 
 impl Conn {
@@ -98,8 +76,7 @@ impl Conn {
         Conn {
             stream,
             framer: LineFramer::new(max_line),
-            out: Vec::new(),
-            out_start: 0,
+            out: OutBuf::new(KEEP_CAPACITY),
             read_closed: false,
             closing: false,
             gone: false,
@@ -111,13 +88,13 @@ impl Conn {
             held: 0,
             lingering: false,
             eof_pending: false,
-            writable_registered: false,
+            writable: WriteInterest(false),
         }
     }
 
     /// Unsent reply bytes.
     pub fn pending(&self) -> usize {
-        self.out.len() - self.out_start
+        self.out.pending()
     }
 
     /// Bytes this connection holds: unsent replies and requests read but
@@ -128,45 +105,14 @@ impl Conn {
 
     /// Appends a reply.
     pub fn queue(&mut self, msg: &Message) {
-        if self.out_start > 0 && self.out_start * 2 >= self.out.len() {
-            self.out.drain(..self.out_start);
-            self.out_start = 0;
-        }
-        encode(msg, &mut self.out);
+        self.out.queue(msg);
     }
 
     /// One `write` of what is queued (retried only on `EINTR`): a short
     /// write means the socket buffer is full, and `WRITABLE` will say when
     /// it has room.
     pub fn flush(&mut self) -> FlushOutcome {
-        loop {
-            if self.pending() == 0 {
-                self.reset_out();
-                return FlushOutcome::Empty;
-            }
-            match self.stream.write(&self.out[self.out_start..]) {
-                Ok(0) => return FlushOutcome::Failed,
-                Ok(n) => {
-                    self.out_start += n;
-                    if self.pending() == 0 {
-                        self.reset_out();
-                        return FlushOutcome::Empty;
-                    }
-                    return FlushOutcome::Pending;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return FlushOutcome::Pending,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return FlushOutcome::Failed,
-            }
-        }
-    }
-
-    fn reset_out(&mut self) {
-        self.out.clear();
-        self.out_start = 0;
-        if self.out.capacity() > KEEP_CAPACITY {
-            self.out = Vec::new();
-        }
+        self.out.flush(&mut self.stream, Writes::One)
     }
 
     /// Gives back a read buffer that a burst made large, once it is
@@ -180,42 +126,26 @@ impl Conn {
 
     /// Drops what is queued: the connection is being closed abruptly.
     pub fn discard_output(&mut self) {
-        self.out = Vec::new();
-        self.out_start = 0;
+        self.out.discard();
     }
 
     /// One `read` into `buf` (retried only on `EINTR`).
     pub fn read(&mut self, buf: &mut [u8]) -> ReadOutcome {
-        loop {
-            match self.stream.read(buf) {
-                Ok(0) => return ReadOutcome::Eof,
-                Ok(n) => return ReadOutcome::Data(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::WouldBlock,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return ReadOutcome::Failed,
-            }
-        }
+        read_once(&mut self.stream, buf)
     }
 
-    /// Registers `WRITABLE` interest only while replies are waiting: an
-    /// always-writable socket would wake the loop for nothing.
+    /// Registers `WRITABLE` interest only while replies are waiting.
     pub fn update_interest(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         let want = self.pending() > 0;
-        if want != self.writable_registered {
-            let interest = if want {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
-            registry.reregister(&mut self.stream, token, interest)?;
-            self.writable_registered = want;
-        }
-        Ok(())
+        self.writable
+            .update(registry, &mut self.stream, token, want)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read, Write};
+
     use super::*;
 
     #[test]

@@ -34,6 +34,7 @@ pub mod listen;
 pub mod logging;
 pub mod members;
 pub mod notify;
+pub mod outbuf;
 pub mod peers;
 pub mod secret;
 pub mod signals;

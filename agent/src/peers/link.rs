@@ -8,15 +8,18 @@
 //!  any state: garbage, timeout, EOF, error ──▶ closed (PeerDown only if it was Up)
 //! ```
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 
 use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 use snaplock_proto::Time;
-use snaplock_proto::wire::{LineFramer, Message, encode};
+use snaplock_proto::wire::{LineFramer, Message};
 
-use crate::conn::{FlushOutcome, ReadOutcome};
+use crate::outbuf::{FlushOutcome, OutBuf, ReadOutcome, WriteInterest, Writes, read_once};
+
+/// A line buffer this large is given back to the allocator once written.
+const KEEP_CAPACITY: usize = 1 << 20;
 
 /// Where a link is in its life.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,9 +68,8 @@ pub struct Link {
     /// An event said the other side closed: read on until the EOF itself,
     /// since that edge is not raised again.
     pub eof_pending: bool,
-    out: Vec<u8>,
-    out_start: usize,
-    writable_registered: bool,
+    out: OutBuf,
+    writable: WriteInterest,
 }
 
 impl Link {
@@ -77,7 +79,7 @@ impl Link {
         Link {
             stream,
             outbound: state == State::Connecting,
-            writable_registered: state == State::Connecting,
+            writable: WriteInterest(state == State::Connecting),
             state,
             remote,
             member: None,
@@ -88,8 +90,7 @@ impl Link {
             dirty: false,
             read_again: false,
             eof_pending: false,
-            out: Vec::new(),
-            out_start: 0,
+            out: OutBuf::new(KEEP_CAPACITY),
         }
     }
 
@@ -107,48 +108,22 @@ impl Link {
 
     /// Unsent bytes.
     pub fn pending(&self) -> usize {
-        self.out.len() - self.out_start
+        self.out.pending()
     }
 
     /// Appends a line.
     pub fn queue(&mut self, msg: &Message) {
-        if self.out_start > 0 && self.out_start * 2 >= self.out.len() {
-            self.out.drain(..self.out_start);
-            self.out_start = 0;
-        }
-        encode(msg, &mut self.out);
+        self.out.queue(msg);
     }
 
     /// Writes until everything is out or the socket is full.
     pub fn flush(&mut self) -> FlushOutcome {
-        while self.pending() > 0 {
-            match self.stream.write(&self.out[self.out_start..]) {
-                Ok(0) => return FlushOutcome::Failed,
-                Ok(n) => self.out_start += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return FlushOutcome::Pending,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return FlushOutcome::Failed,
-            }
-        }
-        self.out.clear();
-        self.out_start = 0;
-        if self.out.capacity() > 1 << 20 {
-            self.out = Vec::new();
-        }
-        FlushOutcome::Empty
+        self.out.flush(&mut self.stream, Writes::UntilFull)
     }
 
     /// One `read` (retried only on `EINTR`).
     pub fn read(&mut self, buf: &mut [u8]) -> ReadOutcome {
-        loop {
-            match self.stream.read(buf) {
-                Ok(0) => return ReadOutcome::Eof,
-                Ok(n) => return ReadOutcome::Data(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::WouldBlock,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return ReadOutcome::Failed,
-            }
-        }
+        read_once(&mut self.stream, buf)
     }
 
     /// Whether a dialed connection is established: `Ok(false)` while it
@@ -167,15 +142,7 @@ impl Link {
     /// `WRITABLE` interest only while connecting or while lines wait.
     pub fn update_interest(&mut self, registry: &Registry, token: Token) -> io::Result<()> {
         let want = self.state == State::Connecting || self.pending() > 0;
-        if want != self.writable_registered {
-            let interest = if want {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
-            registry.reregister(&mut self.stream, token, interest)?;
-            self.writable_registered = want;
-        }
-        Ok(())
+        self.writable
+            .update(registry, &mut self.stream, token, want)
     }
 }

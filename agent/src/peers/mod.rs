@@ -42,9 +42,9 @@ use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 
 use crate::AgentError;
 use crate::config::AgentConfig;
-use crate::conn::{FlushOutcome, ReadOutcome};
 use crate::logging::RateLimit;
 use crate::members::check_members;
+use crate::outbuf::{FlushOutcome, ReadOutcome};
 use crate::secret::Secret;
 use handshake::Local;
 use link::{Link, State};
