@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use log::LevelFilter;
 use snaplock_proto::ClusterConfig;
-use snaplock_proto::core::request::parse_u64;
 use snaplock_proto::paths::{self, SocketSources};
+use snaplock_proto::vocab::parse_u64;
 use snaplock_proto::wire::is_valid_name;
 
 use crate::files::{self, shown};

@@ -34,13 +34,14 @@ pub mod cluster;
 pub mod core;
 pub mod paths;
 pub mod time;
+pub mod vocab;
 pub mod wire;
 
 pub use crate::core::{
-    ClientId, ClusterConfig, Config, Core, Credentials, Input, InputError, Malformed, Output,
-    PeerId, Status,
+    ClusterConfig, Config, Core, Credentials, Input, InputError, Malformed, Output, Status,
 };
 pub use crate::time::{Now, Time, UnixTime};
+pub use crate::vocab::{ClientId, PeerId};
 
 /// The version of snaplock, as `INFO` and `--version` report it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

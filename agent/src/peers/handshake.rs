@@ -19,7 +19,7 @@
 
 use std::net::SocketAddr;
 
-use snaplock_proto::core::request::parse_u64;
+use snaplock_proto::vocab::parse_u64;
 use snaplock_proto::wire::{Message, is_valid_name};
 
 use crate::files::shown;

@@ -8,7 +8,7 @@ use snaplock_proto::wire::Message;
 
 use crate::Error;
 
-pub use snaplock_proto::core::ticket::{Mode, Policy};
+pub use snaplock_proto::vocab::{Mode, Policy};
 
 /// The parameters of a `LOCK`; `None` leaves the agent's default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use super::Id;
 use super::wire::{Bad, bytes_of, u64_of};
-use crate::core::request::parse_u64;
-use crate::core::table::ObjectName;
-use crate::core::ticket::{Kind, Mode, Policy};
+use crate::vocab::ObjectName;
+use crate::vocab::parse_u64;
+use crate::vocab::{Kind, Mode, Policy};
 use crate::wire::{Message, put_u64};
 
 /// One held (or, from a home, waiting) ticket in a report or a state.

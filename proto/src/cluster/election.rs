@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use super::Id;
 use super::config::addr_key;
 use super::ids;
 use super::wire::{Bad, str_of, u64_of};
-use super::{Id, PeerId};
 use crate::core::Core;
 use crate::time::Now;
+use crate::vocab::PeerId;
 use crate::wire::Message;
 
 impl Core {

@@ -7,9 +7,9 @@ use super::config::Plant;
 use super::ltable::{LObject, LState, LTicket, ticket_msg};
 use super::wire::{Bad, bytes_of, kind_of, str_of, u64_of};
 use crate::core::Core;
-use crate::core::table::ObjectName;
-use crate::core::ticket::Mode;
 use crate::time::Now;
+use crate::vocab::Mode;
+use crate::vocab::ObjectName;
 use crate::wire::Message;
 
 impl Core {

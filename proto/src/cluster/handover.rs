@@ -12,8 +12,9 @@ use super::merge::merge_held;
 use super::wire::{Bad, str_of, u64_of};
 use super::{Cluster, Id};
 use crate::core::Core;
-use crate::core::table::{State, TicketId};
+use crate::core::table::State;
 use crate::time::{Now, Time};
+use crate::vocab::TicketId;
 use crate::wire::Message;
 
 /// How much later a report is sent again, per line of it: about what

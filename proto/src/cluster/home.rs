@@ -8,9 +8,10 @@ use super::wire::{Bad, bytes_of, put_kind, str_of, u64_of};
 use super::{Id, Submitted};
 use crate::core::Core;
 use crate::core::replies;
-use crate::core::request::Refusal;
-use crate::core::table::{ObjectName, State, Ticket, TicketId};
+use crate::core::table::{State, Ticket};
 use crate::time::Now;
+use crate::vocab::Refusal;
+use crate::vocab::{ObjectName, TicketId};
 use crate::wire::Message;
 
 /// A waiting request is sent again this often (its answer may be lost

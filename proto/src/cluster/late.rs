@@ -98,7 +98,7 @@ impl Core {
         }
         let has: BTreeSet<(&[u8], u64)> =
             tickets.iter().map(|(t, _)| (&*t.object, t.req)).collect();
-        let orphans: Vec<(crate::core::table::ObjectName, u64)> = l
+        let orphans: Vec<(crate::vocab::ObjectName, u64)> = l
             .by_home
             .get(home)
             .into_iter()

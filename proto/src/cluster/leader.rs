@@ -10,9 +10,10 @@ use super::config::Plant;
 use super::ltable::{LState, LTicket, ticket_msg};
 use super::wire::{Bad, bool_of, bytes_of, kind_of, put_kind, str_of, u64_of};
 use crate::core::Core;
-use crate::core::table::ObjectName;
-use crate::core::ticket::{Mode, View, who_may_hold};
+use crate::core::ticket::{View, who_may_hold};
 use crate::time::Now;
+use crate::vocab::Mode;
+use crate::vocab::ObjectName;
 use crate::wire::Message;
 
 impl Core {

@@ -6,9 +6,10 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{Contact, Id, PeerId};
+use super::{Contact, Id};
 use crate::core::{Core, InputError, Output};
 use crate::time::{Now, Time};
+use crate::vocab::PeerId;
 use crate::wire::Message;
 
 /// Pings awaiting an answer on one link, at most.

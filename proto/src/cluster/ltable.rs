@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::Id;
-use crate::core::table::ObjectName;
-use crate::core::ticket::Kind;
 use crate::time::Time;
+use crate::vocab::Kind;
+use crate::vocab::ObjectName;
 use crate::wire::Message;
 
 /// Where a ticket is, on a leader.
@@ -268,7 +268,7 @@ pub(super) fn ticket_msg(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::ticket::{Mode, Policy};
+    use crate::vocab::{Mode, Policy};
 
     fn ticket(home: &str, req: u64, number: u64) -> LTicket {
         LTicket {

@@ -131,7 +131,7 @@ impl<'a> Homes<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::ticket::Kind;
+    use crate::vocab::Kind;
 
     fn t(object: &str, home: &Id, req: u64, fence: u64) -> RTicket {
         RTicket {

@@ -23,7 +23,6 @@ mod vouch;
 pub(crate) mod wire;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,21 +31,11 @@ pub use batch::{TicketRecord, ticket_records};
 pub use config::{ClusterConfig, Plant};
 pub use persist::Persisted;
 
-use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
+use crate::vocab::{ObjectName, PeerId, TicketId};
 use handover::Collect;
 use links::Link;
 use ltable::Leading;
-
-/// A link to another computer, numbered by the shell; never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PeerId(pub u64);
-
-impl fmt::Display for PeerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "peer {}", self.0)
-    }
-}
 
 /// An agent's id, `PP|RANDOM|ADDRESS|PID|NAME`.
 pub(crate) type Id = Arc<str>;

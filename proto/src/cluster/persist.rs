@@ -257,8 +257,9 @@ mod tests {
 
     #[test]
     fn a_restarted_computer_alone_grants_above_its_record_and_keeps_it_first() {
-        use crate::core::{ClientId, Config, Credentials, Input};
+        use crate::core::{Config, Credentials, Input};
         use crate::time::UnixTime;
+        use crate::vocab::ClientId;
         let record = Persisted {
             epoch: 1_800_000_000_000,
             fence: (1_800_000_000_000 << 20) + 5,

@@ -13,9 +13,9 @@ use std::time::Duration;
 use super::{Cluster, Id};
 use crate::core::Core;
 use crate::core::replies;
-use crate::core::request::Refusal;
-use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
+use crate::vocab::Refusal;
+use crate::vocab::{ObjectName, TicketId};
 
 /// The agent logs what the first election waits for at most this often.
 const WAITING_LOG_EVERY: Duration = Duration::from_secs(10);

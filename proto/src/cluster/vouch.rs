@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use super::Id;
 use crate::core::Core;
 use crate::core::replies;
-use crate::core::table::{ObjectName, TicketId};
 use crate::time::{Now, Time};
+use crate::vocab::{ObjectName, TicketId};
 
 /// Home: the locks held when this agent moved to the current epoch, each
 /// with what its former owner vouched for (the send time of the latest

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use crate::core::request::parse_u64;
-use crate::core::ticket::{Kind, Mode, Policy};
+use crate::vocab::parse_u64;
+use crate::vocab::{Kind, Mode, Policy};
 use crate::wire::Message;
 
 /// A required field was missing or bad.

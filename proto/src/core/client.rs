@@ -4,10 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::replies;
-use super::request::{self, Refusal, Target};
-use super::table::{ObjectName, State, Ticket, TicketId};
-use super::{ClientId, Core, Credentials, InputError, Malformed};
+use super::request::{self, Target};
+use super::table::{State, Ticket};
+use super::{Core, Credentials, InputError, Malformed};
 use crate::time::Now;
+use crate::vocab::ClientId;
+use crate::vocab::Refusal;
+use crate::vocab::{ObjectName, TicketId};
 use crate::wire::{Message, command_of};
 
 /// The commands a client may send, for `HELP`.
@@ -412,8 +415,8 @@ impl Core {
                 }
                 left -= 1;
                 let mode = match t.kind.mode {
-                    super::ticket::Mode::Exclusive => "exclusive",
-                    super::ticket::Mode::Shared => "shared",
+                    crate::vocab::Mode::Exclusive => "exclusive",
+                    crate::vocab::Mode::Shared => "shared",
                 };
                 let when = match t.state {
                     State::Waiting { deadline } => {

@@ -16,23 +16,14 @@ use std::net::SocketAddr;
 
 pub use request::Defaults;
 
-pub use crate::cluster::{ClusterConfig, PeerId};
+pub use crate::cluster::ClusterConfig;
 use crate::time::{Now, Time};
+use crate::vocab::{ClientId, PeerId};
 use crate::wire::{Message, ParseError};
 use table::{State, Table, Timer};
 
 /// Most messages to itself an agent handles in one call (`drain_local`).
 const LOCAL_BUDGET: usize = 64;
-
-/// A client connection, numbered by the shell; never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClientId(pub u64);
-
-impl fmt::Display for ClientId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "client {}", self.0)
-    }
-}
 
 /// Who is at the other end of a client connection (`SO_PEERCRED`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -370,7 +361,7 @@ impl Core {
                             &name,
                             Some(&t.key),
                             t.tag,
-                            &request::Refusal::new("unavailable", "the agent is stopping"),
+                            &crate::vocab::Refusal::new("unavailable", "the agent is stopping"),
                         )
                     };
                     if let Some(owner) = t.owner {
@@ -444,7 +435,7 @@ impl Core {
     }
 
     /// Grants, in bakery order, whatever [`ticket::who_may_hold`] allows now.
-    fn grant_what_may_be(&mut self, now: Now, name: &table::ObjectName) {
+    fn grant_what_may_be(&mut self, now: Now, name: &crate::vocab::ObjectName) {
         if self.stopping || self.cluster.multi {
             return; // in a cluster, the object's owner leader decides
         }
@@ -469,15 +460,15 @@ impl Core {
     pub(crate) fn deliver_grant(
         &mut self,
         now: Now,
-        name: &table::ObjectName,
-        id: table::TicketId,
+        name: &crate::vocab::ObjectName,
+        id: crate::vocab::TicketId,
         fence: u64,
         t: &table::Ticket,
     ) {
         let lease_end = now.mono + t.duration;
         self.table
             .set_state(name, id, State::Held { fence, lease_end });
-        if t.kind.mode == ticket::Mode::Shared {
+        if t.kind.mode == crate::vocab::Mode::Shared {
             self.table.note_shared_grant(name, now.mono);
         }
         self.grants += 1;
@@ -491,8 +482,8 @@ impl Core {
     /// cluster, its owner leader is told.
     pub(crate) fn take_ticket(
         &mut self,
-        name: &table::ObjectName,
-        id: table::TicketId,
+        name: &crate::vocab::ObjectName,
+        id: crate::vocab::TicketId,
     ) -> Option<table::Ticket> {
         let t = self.table.remove(name, id)?;
         self.forget_ticket(&t);
@@ -551,7 +542,13 @@ impl Core {
     }
 
     /// A ticket's deadline came: fail it, expire it, or take it back.
-    fn ticket_timer(&mut self, now: Now, name: &table::ObjectName, id: table::TicketId, at: Time) {
+    fn ticket_timer(
+        &mut self,
+        now: Now,
+        name: &crate::vocab::ObjectName,
+        id: crate::vocab::TicketId,
+        at: Time,
+    ) {
         let Some(object) = self.table.objects.get(name) else {
             return;
         };
@@ -571,12 +568,12 @@ impl Core {
                     // owner not acting, a lock-delay); "timedout" is
                     // for a request that waited behind a holder.
                     let refusal = if let Some(why) = self.unavailable(Some(name)) {
-                        request::Refusal::new(
+                        crate::vocab::Refusal::new(
                             "unavailable",
                             format!("not obtained before the timeout: {why}"),
                         )
                     } else {
-                        request::Refusal::new("timedout", "not obtained before the timeout")
+                        crate::vocab::Refusal::new("timedout", "not obtained before the timeout")
                     };
                     self.reply(
                         owner,

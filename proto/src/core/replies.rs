@@ -3,7 +3,7 @@
 use crate::time::UnixTime;
 use crate::wire::Message;
 
-use super::request::Refusal;
+use crate::vocab::Refusal;
 
 /// Longest excerpt of a bad line quoted back in `INVALID message=`.
 pub const MAX_ECHO: usize = 256;

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use super::ticket::{Kind, Mode, Policy};
 use crate::time::{Now, UnixTime, parse_duration};
+use crate::vocab::{Kind, Mode, Policy, Refusal, parse_i64, parse_u64};
 use crate::wire::Message;
 
 /// Longest object name accepted, in bytes.
@@ -20,28 +20,6 @@ pub const MIN_DURATION: Duration = Duration::from_secs(1);
 pub const MAX_WAIT: Duration = MAX_DURATION;
 /// Largest `limit` of a shared request.
 pub const MAX_LIMIT: u32 = 1_000_000;
-
-/// Why a request is refused: the `error=` and `description=` of the reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// `invalid`, `timedout`, `duplicate`, `busy`, `overflow`, `unavailable`, `denied`.
-    pub error: &'static str,
-    /// For the human reading the reply.
-    pub description: String,
-}
-
-impl Refusal {
-    pub(crate) fn new(error: &'static str, description: impl Into<String>) -> Refusal {
-        Refusal {
-            error,
-            description: description.into(),
-        }
-    }
-
-    fn invalid(description: impl Into<String>) -> Refusal {
-        Refusal::new("invalid", description)
-    }
-}
 
 /// What every request about an object carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,29 +263,5 @@ fn bool_param(msg: &Message, name: &str) -> Result<bool, ()> {
         None | Some(b"false") => Ok(false),
         Some(b"true") => Ok(true),
         Some(_) => Err(()),
-    }
-}
-
-/// `[0-9]{1,19}` within `u64`.
-pub fn parse_u64(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    v.iter().try_fold(0u64, |a, &b| {
-        a.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-    })
-}
-
-/// `-?[0-9]+` within `i64`.
-pub fn parse_i64(v: &[u8]) -> Option<i64> {
-    let (neg, digits) = match v.first() {
-        Some(b'-') => (true, &v[1..]),
-        _ => (false, v),
-    };
-    let n = parse_u64(digits)?;
-    if neg {
-        0i64.checked_sub_unsigned(n)
-    } else {
-        i64::try_from(n).ok()
     }
 }

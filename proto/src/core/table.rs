@@ -19,17 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::ClientId;
-use super::ticket::{Kind, Mode, View, who_may_hold};
+use super::ticket::{View, who_may_hold};
 use crate::time::Time;
-
-/// An object name, shared between the table and its timers.
-pub type ObjectName = Arc<[u8]>;
-
-/// Never reused within one core: a timer or an index entry naming a
-/// ticket that is gone finds nothing, and does nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TicketId(pub u64);
+use crate::vocab::{ClientId, Kind, Mode, ObjectName, TicketId};
 
 /// Where a ticket is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

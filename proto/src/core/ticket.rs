@@ -6,58 +6,8 @@
 //! time: [`who_may_hold`] is that function, pure, shared by the one-computer
 //! table and (later) the leaders' agreement.
 
-use std::time::Duration;
-
 use crate::time::Time;
-
-/// READ/WRITE (`exclusive`) or READ-ONLY (`shared`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// At most one holder, and no shared holder at the same time.
-    #[default]
-    Exclusive,
-    /// Any number of shared holders, up to every holder's own `limit`.
-    Shared,
-}
-
-/// How a waiting exclusive request treats later shared requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Keeps its place: later shared requests wait behind it.
-    Hard,
-    /// Later shared requests may pass it; granted once no shared lock is held.
-    Soft,
-    /// Soft, and also waits until no shared lock was granted for `quiet`.
-    Timed {
-        /// How long the object must have seen no shared grant.
-        quiet: Duration,
-    },
-}
-
-/// What a ticket asks for: `(mode, limit, policy)` of DESIGN §4.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Kind {
-    /// Exclusive or shared.
-    pub mode: Mode,
-    /// For shared tickets: most holders this request accepts sharing with
-    /// (itself included). `None`: unlimited.
-    pub limit: Option<u32>,
-    /// For exclusive tickets: the write policy.
-    pub policy: Policy,
-}
-
-impl Kind {
-    /// The default kind: exclusive, hard policy.
-    pub const EXCLUSIVE: Kind = Kind {
-        mode: Mode::Exclusive,
-        limit: None,
-        policy: Policy::Hard,
-    };
-
-    fn limit_or_max(&self) -> u64 {
-        self.limit.map_or(u64::MAX, u64::from)
-    }
-}
+use crate::vocab::{Kind, Mode, Policy};
 
 /// What [`who_may_hold`] needs to know of one ticket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +110,8 @@ pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn excl(held: bool) -> View {

@@ -1,0 +1,151 @@
+//! The words every part of the core speaks: who is who (clients, links,
+//! tickets), what an object is called, what a request asks for, why one is
+//! refused, and the protocol's numbers. Every other module may import this
+//! one; it imports nothing of the core above it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A client connection, numbered by the shell; never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientId(pub u64);
+
+impl fmt::Display for ClientId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "client {}", self.0)
+    }
+}
+
+/// A link to another computer, numbered by the shell; never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerId(pub u64);
+
+impl fmt::Display for PeerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "peer {}", self.0)
+    }
+}
+
+/// An object name, shared between the table and its timers.
+pub type ObjectName = Arc<[u8]>;
+
+/// Never reused within one core: a timer or an index entry naming a
+/// ticket that is gone finds nothing, and does nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TicketId(pub u64);
+
+/// READ/WRITE (`exclusive`) or READ-ONLY (`shared`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// At most one holder, and no shared holder at the same time.
+    #[default]
+    Exclusive,
+    /// Any number of shared holders, up to every holder's own `limit`.
+    Shared,
+}
+
+/// How a waiting exclusive request treats later shared requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Keeps its place: later shared requests wait behind it.
+    Hard,
+    /// Later shared requests may pass it; granted once no shared lock is held.
+    Soft,
+    /// Soft, and also waits until no shared lock was granted for `quiet`.
+    Timed {
+        /// How long the object must have seen no shared grant.
+        quiet: Duration,
+    },
+}
+
+/// What a ticket asks for: its mode, its limit and its policy (snaplock(7)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind {
+    /// Exclusive or shared.
+    pub mode: Mode,
+    /// For shared tickets: most holders this request accepts sharing with
+    /// (itself included). `None`: unlimited.
+    pub limit: Option<u32>,
+    /// For exclusive tickets: the write policy.
+    pub policy: Policy,
+}
+
+impl Kind {
+    /// The default kind: exclusive, hard policy.
+    pub const EXCLUSIVE: Kind = Kind {
+        mode: Mode::Exclusive,
+        limit: None,
+        policy: Policy::Hard,
+    };
+
+    pub(crate) fn limit_or_max(&self) -> u64 {
+        self.limit.map_or(u64::MAX, u64::from)
+    }
+}
+
+/// Why a request is refused: the `error=` and `description=` of the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// `invalid`, `timedout`, `duplicate`, `busy`, `overflow`, `unavailable`, `denied`.
+    pub error: &'static str,
+    /// For the human reading the reply.
+    pub description: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(error: &'static str, description: impl Into<String>) -> Refusal {
+        Refusal {
+            error,
+            description: description.into(),
+        }
+    }
+
+    pub(crate) fn invalid(description: impl Into<String>) -> Refusal {
+        Refusal::new("invalid", description)
+    }
+}
+
+/// `[0-9]{1,19}` within `u64`.
+pub fn parse_u64(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    v.iter().try_fold(0u64, |a, &b| {
+        a.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+/// `-?[0-9]+` within `i64`.
+pub fn parse_i64(v: &[u8]) -> Option<i64> {
+    let (neg, digits) = match v.first() {
+        Some(b'-') => (true, &v[1..]),
+        _ => (false, v),
+    };
+    let n = parse_u64(digits)?;
+    if neg {
+        0i64.checked_sub_unsigned(n)
+    } else {
+        i64::try_from(n).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_plain_decimal_within_their_type() {
+        assert_eq!(parse_u64(b"0"), Some(0));
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        for bad in [&b""[..], b"+5", b"-1", b" 5", b"5 ", b"1e3", b"18446744073709551616"] {
+            assert_eq!(parse_u64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"-9223372036854775809"), None);
+        assert_eq!(parse_i64(b"--1"), None);
+        assert_eq!(parse_i64(b"-"), None);
+    }
+}
