@@ -138,7 +138,15 @@ mod tests {
     fn numbers_are_plain_decimal_within_their_type() {
         assert_eq!(parse_u64(b"0"), Some(0));
         assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
-        for bad in [&b""[..], b"+5", b"-1", b" 5", b"5 ", b"1e3", b"18446744073709551616"] {
+        for bad in [
+            &b""[..],
+            b"+5",
+            b"-1",
+            b" 5",
+            b"5 ",
+            b"1e3",
+            b"18446744073709551616",
+        ] {
             assert_eq!(parse_u64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));

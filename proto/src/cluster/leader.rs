@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use super::Id;
 use super::config::Plant;
 use super::ltable::{LState, LTicket, ticket_msg};
+use super::votes::{self, Ballot, Tally, Widen};
 use super::wire::{Bad, bool_of, bytes_of, kind_of, put_kind, str_of, u64_of};
 use crate::core::Core;
 use crate::core::ticket::{View, who_may_hold};
@@ -69,34 +70,17 @@ impl Core {
         self.send_to(&last, msg);
     }
 
-    /// The followers a new ticket of `home` goes to: as many as a majority
-    /// needs besides the owner, with a link up, the home first when it is a
-    /// leader (it has a link, it just sent the request), then in ring order
-    /// after the owner. All of them when too few have a link. The others
-    /// are asked only when these do not make the majority
-    /// ([`Core::widen`]): every grant costs one agent less.
+    /// The followers a new ticket of `home` goes to
+    /// ([`votes::first_followers`]).
     fn first_followers(&self, home: &str) -> u8 {
         let c = &self.cluster;
-        let n = c.leaders.len();
         let Some(me) = self.my_index() else {
             return self.all_leaders();
         };
-        let need = c.leader_majority() - 1;
-        let linked = |i: usize| c.link_of(&c.leaders[i]).is_some();
-        let mut order: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-        if let Some(h) = order.iter().position(|&i| *c.leaders[i] == *home) {
-            let h = order.remove(h);
-            order.insert(0, h);
-        }
-        let chosen: Vec<usize> = order
-            .into_iter()
-            .filter(|&i| linked(i))
-            .take(need)
-            .collect();
-        if chosen.len() < need {
-            return self.all_leaders();
-        }
-        chosen.iter().fold(1 << me, |m, i| m | 1 << i)
+        let home = c.leaders.iter().position(|l| **l == *home);
+        votes::first_followers(c.leaders.len(), me, home, |i| {
+            c.link_of(&c.leaders[i]).is_some()
+        })
     }
 
     fn my_index(&self) -> Option<usize> {
@@ -378,9 +362,11 @@ impl Core {
             let to = t.told | 1 << me;
             t.state = LState::Activating {
                 fence,
-                votes: 1 << me,
-                refused: 0,
-                asked: to,
+                ballot: Ballot {
+                    votes: 1 << me,
+                    refused: 0,
+                    asked: to,
+                },
             };
             let mut m = ticket_msg("ACTIVATELOCK", epoch, name, &t.home, t.req);
             m.set_u64("fence", fence);
@@ -423,9 +409,7 @@ impl Core {
         let t = &mut o.tickets[pos];
         if let LState::Activating {
             fence: f,
-            votes,
-            refused,
-            ..
+            ballot: Ballot { votes, refused, .. },
         } = &mut t.state
         {
             // S6/B17: only answers about this very grant (its fence) count.
@@ -467,41 +451,34 @@ impl Core {
         };
         let Some(pos) = o.find(home, req) else { return };
         let t = &mut o.tickets[pos];
-        let LState::Activating {
-            fence,
-            votes,
-            refused,
-            asked,
-        } = t.state
-        else {
+        let LState::Activating { fence, ballot } = t.state else {
             return;
         };
-        let counted = if plant == Plant::SkipSameMajority {
-            (votes | refused).count_ones()
-        } else {
-            votes.count_ones()
-        };
-        if counted >= majority && acting {
-            t.state = LState::Held { fence };
-            if t.kind.mode == Mode::Shared {
-                o.last_shared_grant = Some(now.mono);
+        let plant = plant == Plant::SkipSameMajority;
+        match ballot.tally(all, majority, acting, plant) {
+            Tally::Grant => {
+                t.state = LState::Held { fence };
+                if t.kind.mode == Mode::Shared {
+                    o.last_shared_grant = Some(now.mono);
+                }
+                let mut m = ticket_msg("LOCKED", epoch, name, home, req);
+                m.set_u64("fence", fence);
+                self.post(home, m);
             }
-            let mut m = ticket_msg("LOCKED", epoch, name, home, req);
-            m.set_u64("fence", fence);
-            self.post(home, m);
-        } else if counted < majority
-            && (votes | refused) & asked == asked
-            && asked.count_ones() < all
-        {
             // The followers asked first answered without making the
             // majority: ask the others now.
-            self.widen(name, home, req, false);
-        } else if counted < majority && (votes | refused).count_ones() >= all {
+            Tally::AskOthers => {
+                self.widen(name, home, req, false);
+            }
             // Refused by enough followers: ask again later, with a new fence.
-            t.state = LState::Waiting;
-            l.retry.insert(name.clone());
-        } else if counted >= majority {
-            l.retry.insert(name.clone()); // not acting now: maybe later
+            Tally::Retry => {
+                t.state = LState::Waiting;
+                l.retry.insert(name.clone());
+            }
+            Tally::NotActing => {
+                l.retry.insert(name.clone());
+            }
+            Tally::Pending => {}
         }
     }
 
@@ -606,31 +583,15 @@ impl Core {
         else {
             return false;
         };
-        let LState::Activating {
-            fence,
-            votes,
-            refused,
-            asked,
-        } = &mut t.state
-        else {
+        let LState::Activating { fence, ballot } = &mut t.state else {
             return false;
         };
-        if votes.count_ones() >= majority {
-            return false;
-        }
-        let (rest, untold) = if *asked != all {
-            let rest = all & !*asked;
-            (rest, rest & !t.told)
-        } else if again {
-            let silent = *asked & !(*votes | *refused) & !me;
-            (silent, silent)
-        } else {
-            return true;
+        let (rest, untold) = match ballot.widen(t.told, all, me, majority, again) {
+            Widen::Enough => return false,
+            Widen::NobodyLeft => return true,
+            Widen::Ask { rest, untold } => (rest, untold),
         };
-        if rest == 0 {
-            return true;
-        }
-        *asked |= rest;
+        ballot.asked |= rest;
         t.told |= rest;
         let fence = *fence;
         let mut add = ticket_msg("ADDTICKET", epoch, name, home, req);

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::Id;
+use super::votes::Ballot;
 use crate::time::Time;
 use crate::vocab::Kind;
 use crate::vocab::ObjectName;
@@ -21,9 +22,7 @@ pub(crate) enum LState {
     /// refuses or has not answered for a `ping_interval`.
     Activating {
         fence: u64,
-        votes: u8,
-        refused: u8,
-        asked: u8,
+        ballot: Ballot,
     },
     /// Owner: granted. Follower: voted for.
     Held {

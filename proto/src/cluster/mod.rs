@@ -19,6 +19,7 @@ mod ltable;
 mod merge;
 pub mod persist;
 mod status;
+mod votes;
 mod vouch;
 pub(crate) mod wire;
 
