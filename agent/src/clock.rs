@@ -1,6 +1,6 @@
 //! The agent's one clock: the only place that reads the time.
 //!
-//! The core never reads a clock (DESIGN §2); the event loop reads this one
+//! The core never reads a clock (it is sans-IO); the event loop reads this one
 //! once per iteration and hands the same [`Now`] to every call of that
 //! iteration, so all the decisions of one wake-up agree on what time it is.
 

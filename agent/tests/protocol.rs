@@ -1,4 +1,4 @@
-//! Every request of DESIGN §3.2 through a real socket of an in-process
+//! Every request of snaplock(7) through a real socket of an in-process
 //! agent, and every `LOCKFAILED` error one computer can produce.
 
 mod common;

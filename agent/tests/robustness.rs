@@ -1,4 +1,4 @@
-//! Nothing a client sends may crash or stall the agent (DESIGN §3.1):
+//! Nothing a client sends may crash or stall the agent:
 //! malformed lines, oversized lines, binary garbage, clients that never
 //! read, too many clients.
 

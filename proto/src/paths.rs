@@ -1,5 +1,5 @@
 //! Where the client socket is: one rule for the agent, the CLI and
-//! `libsnaplock` (DESIGN §3.1). Pure: the caller reads the environment and
+//! `libsnaplock` (snaplock(7), TRANSPORT). Pure: the caller reads the environment and
 //! the file system and passes what it found.
 
 use std::path::PathBuf;

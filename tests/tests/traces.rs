@@ -96,6 +96,11 @@ fn reshaping_the_code_keeps_every_trace() {
         "{} of {} runs behave differently (a behaviour change: bless it in a commit of its own that says so):\n{}",
         changed.len(),
         now.lines().count(),
-        changed.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+        changed
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

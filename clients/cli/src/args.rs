@@ -79,7 +79,7 @@ Exit status:
   128+N   lock: COMMAND was killed by signal N
 ";
 
-/// Longest wait and lease the agent accepts (7 days, DESIGN §3.2).
+/// Longest wait and lease the agent accepts (7 days, snaplock(7)).
 pub const MAX_SECS: u64 = 604_800;
 /// `-w` default: as long as the agent allows, since flock(1) waits forever.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(MAX_SECS);

@@ -1,7 +1,7 @@
 //! A small blocking client for the snaplock agent (`snaplockd`).
 //!
 //! One [`Client`] is one connection to the agent's Unix socket. Requests go
-//! out as protocol lines (DESIGN §3, `snaplock(7)`); every request about a
+//! out as protocol lines (`snaplock(7)`); every request about a
 //! lock carries a fresh `tag` from a per-connection counter, and the reply
 //! is the message that echoes it. Whatever arrives while a reply is awaited
 //! and is not that reply (typically `UNLOCKED error=timedout` about another
@@ -70,7 +70,7 @@ const READ_CHUNK: usize = 64 << 10;
 /// Default of [`Client::set_busy_poll`].
 pub const DEFAULT_BUSY_POLL: Duration = Duration::ZERO;
 
-/// The agent's socket path by the rule of DESIGN §3.1: `explicit`; else
+/// The agent's socket path by the rule of snaplock(7), TRANSPORT: `explicit`; else
 /// `$SNAPLOCK_SOCKET`; else `/run/snaplock/snaplock.sock` when that directory
 /// exists; else `$XDG_RUNTIME_DIR/snaplock.sock`; else
 /// `/tmp/snaplock-<uid>/snaplock.sock`.

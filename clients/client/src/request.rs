@@ -1,4 +1,4 @@
-//! Requests as messages, and replies as typed results (DESIGN §3.2).
+//! Requests as messages, and replies as typed results (snaplock(7)).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Client requests: what each command of DESIGN §3.2 does to the table.
+//! Client requests: what each command of snaplock(7) does to the table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -86,7 +86,7 @@ impl Core {
             };
             let t = &mut object.tickets[pos];
             if t.detach && t.state.is_held() {
-                // DESIGN §3.2: a detached lock outlives its connection; it
+                // A detached lock outlives its connection; it
                 // ends by UNLOCK with its key or at expiry.
                 t.owner = None;
                 continue;
@@ -327,7 +327,7 @@ impl Core {
             Ok(found) => {
                 if let Some((name, id)) = found {
                     self.drop_ticket(&name, id);
-                    // DESIGN §3.2 / B1: the next waiter is served at once.
+                    // The next waiter is served at once, not at a later tick.
                     self.grant_what_may_be(now, &name);
                 }
                 // Releasing what one does not hold is done already.

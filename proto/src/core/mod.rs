@@ -588,7 +588,7 @@ impl Core {
                 if let Some(owner) = owner {
                     self.reply(owner, replies::unlocked(name, tag, Some("timedout")));
                 }
-                // DESIGN §3.2: the lock stays held `unlock_duration` after
+                // The lock stays held `unlock_duration` after
                 // the holder is told, so it has that long to acknowledge.
                 if grace.is_zero() {
                     self.take_ticket(name, id).expect("ticket exists");

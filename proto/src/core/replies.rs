@@ -1,4 +1,4 @@
-//! The replies of DESIGN §3.2, built in one place.
+//! The replies of snaplock(7), REQUESTS, built in one place.
 
 use crate::time::UnixTime;
 use crate::wire::Message;

@@ -1,4 +1,5 @@
-//! Client requests, decoded and checked from a [`Message`] (DESIGN §3.2).
+//! Client requests, decoded and checked from a [`Message`] (snaplock(7),
+//! REQUESTS).
 //!
 //! Decoding never fails silently: every bad parameter gives a
 //! [`Refusal`] that names it, which the core sends back as
@@ -228,7 +229,7 @@ pub fn decode_extend(msg: &Message) -> Result<(Target, Duration), (Refusal, Targ
     }
 }
 
-/// Values of absent `LOCK` parameters (DESIGN §3.2).
+/// Values of absent `LOCK` parameters (snaplock(7), LOCK).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Defaults {
     /// Obtention deadline from now: 5 s.

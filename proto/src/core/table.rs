@@ -12,7 +12,7 @@
 //! ```
 //!
 //! An `Expired` ticket has been told `UNLOCKED error=timedout` but still
-//! holds the object for its `unlock_duration` (DESIGN §3.2), so the next
+//! holds the object for its `unlock_duration` (snaplock(7), LEASES), so the next
 //! holder never starts while the previous one may still be working.
 
 use std::collections::{BTreeMap, BTreeSet};

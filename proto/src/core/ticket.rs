@@ -31,7 +31,7 @@ pub struct Decision {
 /// Which waiting tickets may be granted now.
 ///
 /// `tickets` is in bakery order; `last_shared_grant` is when a shared ticket
-/// of this object was last granted. The rules (DESIGN §4):
+/// of this object was last granted. The rules (snaplock(7), LOCK KINDS):
 ///
 /// - an exclusive ticket is granted when nothing is held and no exclusive
 ///   ticket ahead of it waits (exclusive tickets never pass each other);

@@ -7,7 +7,7 @@ use super::message::Message;
 /// Writes the prefixes the grammar allows, the command, then the
 /// parameters in sorted name order. A value is escaped (`\` → `\\`,
 /// LF → `\n`, CR → `\r`); when it then contains `;` or starts with `"`, its
-/// quotes are escaped and it is wrapped in double quotes (reference §1.2).
+/// quotes are escaped and it is wrapped in double quotes (snaplock(7), GRAMMAR).
 pub fn encode(msg: &Message, out: &mut Vec<u8>) {
     if !msg.sent_from_server.is_empty() || !msg.sent_from_service.is_empty() {
         out.push(b'<');

@@ -10,7 +10,7 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// One protocol message.
 ///
-/// Line form (reference §1.2):
+/// Line form (snaplock(7), GRAMMAR):
 /// `[<sent_from_server:sent_from_service ][[server:]service/]COMMAND[ name=value;...]`.
 ///
 /// Parameters are kept sorted by name, names unique (the last one given

@@ -1,7 +1,7 @@
 //! One line of bytes to a [`Message`]: total, bounded, and exact about
 //! where a line is wrong.
 //!
-//! The grammar is snapcommunicator's (reference §1.2), with one deliberate
+//! The grammar is the original snapcommunicator's (snaplock(7), GRAMMAR), with one deliberate
 //! difference: inside a quoted value a backslash always escapes the next
 //! byte while looking for the closing quote, so the value `a;b\`, written
 //! `"a;b\\"`, reads back as `a;b\` (the original took `\"` for an escaped

@@ -1,4 +1,4 @@
-//! The wire format's laws and edge cases: the grammar of reference §1.2,
+//! The wire format's laws and edge cases: the grammar of snaplock(7),
 //! the round trip `parse(encode(m)) == m`, and the framer's bounds.
 
 use rand::rngs::StdRng;
@@ -194,7 +194,7 @@ fn every_single_byte_value_reads_back() {
     }
 }
 
-// ---- the reference's example lines (§1.4) ----
+// ---- example lines of the original snaplock's messages ----
 
 #[test]
 fn snapcommunicator_test_lines_reencode_to_their_canonical_form() {
@@ -372,7 +372,7 @@ fn every_prefix_form_is_read_and_written_back() {
 
 #[test]
 fn a_server_without_a_service_is_read_but_not_written() {
-    // reference §1.2: `node1:LOCK` names a server and no service; the
+    // `node1:LOCK` names a server and no service (snaplock(7), GRAMMAR); the
     // serializer writes `server:` only together with a service.
     let m = parse_ok(b"node1:LOCK");
     assert_eq!(

@@ -11,7 +11,7 @@
 //!   answered by its deadline (the driver wakes the core at every
 //!   `poll_timeout`), and an object nobody holds does not keep a waiter;
 //! - refusals (duplicate, overflow, busy, denied, invalid) and the
-//!   answers to UNLOCK and EXTEND are the ones DESIGN §3 predicts.
+//!   answers to UNLOCK and EXTEND are the ones snaplock(7) gives.
 //!
 //! `PROP_SEED=<n>` replays one seed; `PROP_SEEDS` and `PROP_STEPS` change
 //! the default 200 seeds of 2000 steps.

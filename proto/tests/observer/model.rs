@@ -231,7 +231,7 @@ impl Driver {
         }
     }
 
-    /// DESIGN §3.2: with pid, the request of that key; without, the
+    /// With pid, the request of that key; without, the
     /// sender's own request on the object (refused as ambiguous when the
     /// sender has none but a detached one of its uid is there). Another
     /// connection may only touch a detached request of the same uid.

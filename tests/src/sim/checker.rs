@@ -1,5 +1,5 @@
 //! The history checker: every client-visible event of a run, in true time,
-//! checked online against the safety properties of DESIGN §5 (S1–S5; the
+//! checked online against the safety properties of docs/cluster.md (S1–S5; the
 //! world adds what needs the network's state: S7, S8 and liveness).
 //!
 //! A grant's **held interval** runs from the delivery of its `LOCKED` to the

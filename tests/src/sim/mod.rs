@@ -1,4 +1,5 @@
-//! The deterministic simulator of a snaplock cluster (DESIGN §7).
+//! The deterministic simulator of a snaplock cluster; the properties it
+//! checks are argued in docs/cluster.md.
 //!
 //! N cores run in one thread on virtual time. The simulator plays every
 //! shell and the network between them: TCP-like links with delay, breaks,
@@ -8,7 +9,7 @@
 //! in some runs, far apart. Workload clients lock a few hot names and obey the lease
 //! contract; probes check liveness in quiet windows after every fault heals.
 //! The [`checker`] sees every client-visible event and checks S1–S5 online;
-//! the world adds S7, S8 and L1–L4.
+//! the world adds S7, S8, L1–L5 and R1.
 //!
 //! Everything random comes from one [`rng::Rng`] seeded by the run's seed,
 //! events are ordered by (time, sequence number), and collections iterate
