@@ -5,10 +5,8 @@
 use std::time::Duration;
 
 use super::Id;
-use super::wire::{Bad, bytes_of, u64_of};
-use crate::vocab::ObjectName;
-use crate::vocab::parse_u64;
-use crate::vocab::{Kind, Mode, Policy};
+use super::msg::{Bad, Part, PeerMsg, Tickets};
+use crate::vocab::{Kind, Mode, ObjectName, Policy, parse_u64};
 use crate::wire::{Message, put_u64};
 
 /// One held (or, from a home, waiting) ticket in a report or a state.
@@ -181,16 +179,29 @@ impl RTicket {
 /// (`MODE` `x` or `s`, `LIMIT` 0 for none, `POLICY` `h`, `s` or `t`,
 /// `QUIET` µs, `HELD` `1`, `0` or `-`; an empty home is the sender).
 pub(crate) struct Batch {
-    part: &'static str,
+    of: BatchOf,
     epoch: u64,
     records: Vec<u8>,
     count: usize,
 }
 
+/// Which part of `LOCKTICKETS` a batch is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BatchOf {
+    /// A report's tickets of the sender as a leader.
+    Leader,
+    /// A report's tickets of the sender as a home.
+    Home,
+    /// The state's.
+    State,
+    /// A late report's, passed on.
+    Late,
+}
+
 impl Batch {
-    pub(crate) fn new(part: &'static str, epoch: u64) -> Batch {
+    pub(crate) fn new(of: BatchOf, epoch: u64) -> Batch {
         Batch {
-            part,
+            of,
             epoch,
             records: Vec::new(),
             count: 0,
@@ -198,12 +209,12 @@ impl Batch {
     }
 
     /// Adds a ticket; returns a full line when one is ready.
-    pub(crate) fn push(&mut self, t: &RTicket, held: Option<bool>) -> Option<Message> {
+    pub(crate) fn push(&mut self, t: &RTicket, held: Option<bool>) -> Option<PeerMsg> {
         self.push_ref(t.as_ref(), held)
     }
 
     /// [`Batch::push`] from borrowed fields.
-    pub(crate) fn push_ref(&mut self, t: RRef<'_>, held: Option<bool>) -> Option<Message> {
+    pub(crate) fn push_ref(&mut self, t: RRef<'_>, held: Option<bool>) -> Option<PeerMsg> {
         t.encode(held, &mut self.records);
         self.count += 1;
         if self.count >= BATCH_TICKETS || self.records.len() >= BATCH_BYTES {
@@ -213,27 +224,42 @@ impl Batch {
     }
 
     /// The line of what was added since the last one, if anything was.
-    pub(crate) fn take(&mut self) -> Option<Message> {
+    pub(crate) fn take(&mut self) -> Option<PeerMsg> {
         if self.count == 0 {
             return None;
         }
-        let mut m = Message::new("LOCKTICKETS").with("part", self.part);
-        m.set_u64("epoch", self.epoch);
-        m.set_u64("n", self.count as u64);
-        m.set("tickets", std::mem::take(&mut self.records));
+        let tickets = Tickets {
+            n: self.count as u64,
+            records: std::mem::take(&mut self.records),
+        };
         self.count = 0;
-        Some(m)
+        let part = match self.of {
+            BatchOf::Leader => Part::Report {
+                as_leader: true,
+                tickets,
+            },
+            BatchOf::Home => Part::Report {
+                as_leader: false,
+                tickets,
+            },
+            BatchOf::State => Part::State(tickets),
+            BatchOf::Late => Part::Late(tickets),
+        };
+        Some(PeerMsg::Tickets {
+            epoch: self.epoch,
+            part,
+        })
     }
 }
 
 /// The tickets of a `LOCKTICKETS` line, each with what it says of being
 /// held; `home` stands for an empty home.
 pub(crate) fn read_batch(
-    msg: &Message,
+    batch: &Tickets,
     home: Option<&Id>,
 ) -> Result<Vec<(RTicket, Option<bool>)>, Bad> {
-    let n = u64_of(msg, "n")?;
-    let mut input = bytes_of(msg, "tickets")?;
+    let n = batch.n;
+    let mut input = &batch.records[..];
     let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(BATCH_TICKETS));
     let mut last = None;
     while !input.is_empty() {
@@ -272,7 +298,14 @@ pub struct TicketRecord {
 /// cannot be read); an empty home is `sender`.
 pub fn ticket_records(msg: &Message, sender: &str) -> Vec<TicketRecord> {
     let sender: Id = sender.into();
-    read_batch(msg, Some(&sender))
+    let batch = match (msg.get("n").and_then(parse_u64), msg.get("tickets")) {
+        (Some(n), Some(records)) => Tickets {
+            n,
+            records: records.to_vec(),
+        },
+        _ => return Vec::new(),
+    };
+    read_batch(&batch, Some(&sender))
         .unwrap_or_default()
         .into_iter()
         .map(|(t, _)| TicketRecord {
@@ -321,17 +354,35 @@ mod tests {
         }
     }
 
-    /// Lines as they cross a link: encoded, then parsed.
-    fn through_the_wire(lines: Vec<Message>) -> Vec<Message> {
+    /// Lines as they cross a link: encoded, then parsed; the epoch and
+    /// the tickets of each.
+    fn through_the_wire(lines: Vec<PeerMsg>) -> Vec<(u64, Tickets)> {
         lines
             .iter()
             .map(|m| {
-                let mut line = encode_to_vec(m);
+                let mut line = encode_to_vec(&m.encode());
                 assert_eq!(line.pop(), Some(b'\n'));
                 assert!(line.len() < 1 << 20, "a line of {} bytes", line.len());
-                parse(&line).expect("parses")
+                let mut wire = parse(&line).expect("parses");
+                match PeerMsg::parse(&mut wire).expect("reads") {
+                    Some(PeerMsg::Tickets {
+                        epoch,
+                        part: Part::Report { tickets, .. } | Part::State(tickets),
+                    }) => (epoch, tickets),
+                    other => panic!("not a batch: {other:?}"),
+                }
             })
             .collect()
+    }
+
+    fn tickets_of(m: PeerMsg) -> Tickets {
+        match m {
+            PeerMsg::Tickets {
+                part: Part::State(t),
+                ..
+            } => t,
+            other => panic!("not a state batch: {other:?}"),
+        }
     }
 
     #[test]
@@ -354,7 +405,7 @@ mod tests {
             let held = [None, Some(true), Some(false)][n as usize % 3];
             all.push((ticket(&object, home, n), held));
         }
-        let mut batch = Batch::new("home", 9);
+        let mut batch = Batch::new(BatchOf::Home, 9);
         let mut lines = Vec::new();
         for (t, held) in &all {
             lines.extend(batch.push(t, *held));
@@ -364,9 +415,9 @@ mod tests {
         assert!(lines.len() > 4, "{} lines for 2000 tickets", lines.len());
         let sender = Id::from("14|2|127.0.0.1:4041|8|b");
         let mut read = Vec::new();
-        for m in through_the_wire(lines) {
-            assert_eq!(u64_of(&m, "epoch").unwrap(), 9);
-            read.extend(read_batch(&m, Some(&sender)).expect("reads"));
+        for (epoch, tickets) in through_the_wire(lines) {
+            assert_eq!(epoch, 9);
+            read.extend(read_batch(&tickets, Some(&sender)).expect("reads"));
         }
         assert_eq!(read.len(), all.len());
         for ((t, held), (r, rheld)) in all.iter().zip(&read) {
@@ -383,20 +434,20 @@ mod tests {
     #[test]
     fn a_bad_batch_is_refused_whole() {
         let t = ticket(b"name", "14|1|127.0.0.1:4040|7|a", 3);
-        let mut batch = Batch::new("state", 1);
+        let mut batch = Batch::new(BatchOf::State, 1);
         assert!(batch.push(&t, None).is_none());
-        let good = batch.take().expect("one line");
+        let good = tickets_of(batch.take().expect("one line"));
         assert_eq!(read_batch(&good, None).expect("reads").len(), 1);
-        let records = good.get("tickets").unwrap().to_vec();
-        let mut cases: Vec<Message> = Vec::new();
+        let records = good.records.clone();
+        let mut cases: Vec<Tickets> = Vec::new();
         // A count that does not match, records cut short, a length beyond
         // the end, an empty home where none stands for it, garbage.
         let mut m = good.clone();
-        m.set_u64("n", 2);
+        m.n = 2;
         cases.push(m);
         for cut in [1, 5, records.len() - 1] {
             let mut m = good.clone();
-            m.set("tickets", &records[..cut]);
+            m.records = records[..cut].to_vec();
             cases.push(m);
         }
         for bad in [
@@ -406,7 +457,7 @@ mod tests {
             "1 2 x 99999999999 h 0 - 4:name1:h5:a/b/c",
         ] {
             let mut m = good.clone();
-            m.set("tickets", bad);
+            m.records = bad.as_bytes().to_vec();
             cases.push(m);
         }
         for (i, m) in cases.iter().enumerate() {

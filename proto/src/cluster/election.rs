@@ -1,4 +1,4 @@
-//! Elections and epochs (reference §7, with B20 fixed): who conducts, who
+//! Elections and epochs (docs/cluster.md, "Elections"): who conducts, who
 //! leads, and adopting a newer epoch.
 
 use std::time::Duration;
@@ -6,62 +6,48 @@ use std::time::Duration;
 use super::Id;
 use super::config::addr_key;
 use super::ids;
-use super::wire::{Bad, str_of, u64_of};
+use super::links::To;
+use super::msg::{Bad, PeerMsg, Started};
 use crate::core::Core;
 use crate::time::Now;
 use crate::vocab::PeerId;
-use crate::wire::Message;
 
 impl Core {
     /// `LOCKSTARTED`: who this agent is, and the epoch it is in.
-    pub(crate) fn lock_started(&self, now: Now) -> Message {
+    pub(crate) fn lock_started(&self, now: Now) -> PeerMsg {
         let c = &self.cluster;
-        let mut msg = Message::new("LOCKSTARTED")
-            .with("lockid", &*c.me)
-            .with("server_name", &c.name);
-        msg.set_u64("starttime", c.start_wall_us);
-        msg.set_u64("wall", now.wall.0 / 1000);
-        // The largest epoch it heard of, adopted or not: a conductor that
-        // restarted learns how far epochs (and so fences) went.
-        msg.set_u64("max_epoch", c.max_epoch_seen.max(c.epoch));
-        self.put_leaders(&mut msg);
-        msg
+        PeerMsg::Started(Started {
+            id: c.me.clone(),
+            server_name: c.name.clone(),
+            start_us: c.start_wall_us,
+            wall_ms: Some(now.wall.0 / 1000),
+            // The largest epoch it heard of, adopted or not: a conductor
+            // that restarted learns how far epochs (and so fences) went.
+            max_epoch: Some(c.max_epoch_seen.max(c.epoch)),
+            epoch: c.epoch,
+            leaders: c.leaders.clone(),
+        })
     }
 
-    fn put_leaders(&self, msg: &mut Message) {
-        let c = &self.cluster;
-        msg.set_u64("epoch", c.epoch);
-        for (i, l) in c.leaders.iter().enumerate() {
-            msg.set(&format!("leader{i}"), &**l);
+    /// `LOCKLEADERS`: the current epoch and its leaders.
+    fn leaders_news(&self) -> PeerMsg {
+        PeerMsg::Leaders {
+            epoch: self.cluster.epoch,
+            leaders: self.cluster.leaders.clone(),
         }
     }
 
-    fn leaders_of(msg: &Message) -> Result<Vec<Id>, Bad> {
-        let mut leaders = Vec::new();
-        for name in ["leader0", "leader1", "leader2"] {
-            if let Some(v) = msg.get(name) {
-                let id = std::str::from_utf8(v).map_err(|_| Bad("leader"))?;
-                if ids::parse_id(id).is_none() {
-                    return Err(Bad("leader"));
-                }
-                leaders.push(Id::from(id));
-            }
-        }
-        Ok(leaders)
-    }
-
-    pub(crate) fn on_started(&mut self, now: Now, peer: PeerId, msg: &Message) -> Result<(), Bad> {
-        let id = str_of(msg, "lockid")?;
-        let parsed = ids::parse_id(id).ok_or(Bad("lockid"))?;
+    pub(crate) fn on_started(&mut self, now: Now, peer: PeerId, s: Started) -> Result<(), Bad> {
+        let parsed = ids::parse_id(&s.id).ok_or(Bad("lockid"))?;
         let link = self.cluster.links.get(&peer).expect("link is up");
         if parsed.name != link.name || parsed.addr != Some(link.addr) {
             return Err(Bad("lockid (not the name and address of the handshake)"));
         }
-        let id: Id = id.into();
+        let id: Id = s.id;
         log::info!("{} is {id}", link.name);
         let link = self.cluster.links.get_mut(&peer).expect("up");
         link.id = Some(id.clone());
-        link.ahead = super::links::wall_ahead(now, msg);
+        link.ahead = super::links::wall_ahead(now, s.wall_ms);
         link.since = now.mono;
         let addr = link.addr;
         self.cluster.last_link_up = Some(now.mono);
@@ -70,39 +56,31 @@ impl Core {
             self.cluster.linked_leaders.insert(id.clone());
         }
         self.cluster.heard.insert(id.clone(), now.mono);
-        let epoch = u64_of(msg, "epoch")?;
-        let leaders = Self::leaders_of(msg)?;
+        let (epoch, leaders) = (s.epoch, s.leaders);
         if epoch == self.cluster.epoch {
             self.resend_grants(&id);
         }
         // After our LOCKSTARTED on this link: it adopts our epoch first.
         self.send_unsent(&id);
         self.send_pending_state(&id);
-        if let Some(max) = msg.get_str("max_epoch").and_then(|v| v.parse().ok()) {
+        if let Some(max) = s.max_epoch {
             self.note_epoch_seen(now, max);
         }
         self.note_epoch_seen(now, epoch);
         if self.may_adopt(epoch) && !leaders.is_empty() {
             self.adopt(now, epoch, leaders);
         } else if epoch < self.cluster.epoch {
-            let mut news = Message::new("LOCKLEADERS");
-            self.put_leaders(&mut news);
-            self.send(peer, news);
+            let news = self.leaders_news();
+            self.send(To::Link(peer), news);
         }
         self.maybe_elect(now);
         Ok(())
     }
 
-    pub(crate) fn on_leaders(&mut self, now: Now, msg: &Message) -> Result<(), Bad> {
-        let epoch = u64_of(msg, "epoch")?;
-        let leaders = Self::leaders_of(msg)?;
-        if leaders.is_empty() {
-            return Err(Bad("leader0"));
-        }
+    pub(crate) fn on_leaders(&mut self, now: Now, epoch: u64, leaders: Vec<Id>) {
         if self.may_adopt(epoch) {
             self.adopt(now, epoch, leaders);
         }
-        Ok(())
     }
 
     /// A newer epoch, and none older than the one this agent had adopted
@@ -367,8 +345,7 @@ impl Core {
         }
         // On disk before this agent answers anybody in the new epoch.
         self.persist();
-        let mut news = Message::new("LOCKLEADERS");
-        self.put_leaders(&mut news);
+        let news = self.leaders_news();
         let peers: Vec<PeerId> = self
             .cluster
             .links
@@ -377,7 +354,7 @@ impl Core {
             .map(|(p, _)| *p)
             .collect();
         for peer in peers {
-            self.send(peer, news.clone());
+            self.send(To::Link(peer), news.clone());
         }
         self.send_report(now);
         self.resubmit_all(now);

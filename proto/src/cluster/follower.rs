@@ -4,32 +4,40 @@
 
 use super::Id;
 use super::config::Plant;
-use super::ltable::{LObject, LState, LTicket, ticket_msg};
-use super::wire::{Bad, bytes_of, kind_of, str_of, u64_of};
+use super::links::To;
+use super::ltable::{LObject, LState, LTicket};
+use super::msg::{Bad, PeerMsg, TicketAt};
 use crate::core::Core;
 use crate::time::Now;
-use crate::vocab::Mode;
-use crate::vocab::ObjectName;
-use crate::wire::Message;
+use crate::vocab::{Kind, Mode};
 
 impl Core {
-    pub(super) fn follower_add(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        if self.owner_of(object).as_deref() != Some(&**from) {
+    /// The owner's new ticket `at`, for this follower's replica.
+    pub(super) fn follower_add(
+        &mut self,
+        now: Now,
+        from: &Id,
+        at: TicketAt,
+        key: String,
+        number: u64,
+        kind: Kind,
+    ) -> Result<(), Bad> {
+        let TicketAt {
+            object, home, req, ..
+        } = at;
+        if self.owner_of(&object).as_deref() != Some(&**from) {
             return Err(Bad("object_name (sender is not its owner)"));
         }
-        let home = str_of(msg, "home")?;
         // The home's id once per agent, not once per ticket.
         let home: Id = self
             .cluster
             .heard
-            .get_key_value(home)
-            .map_or_else(|| home.into(), |(k, _)| k.clone());
-        let req = u64_of(msg, "req")?;
+            .get_key_value(&home)
+            .map_or(home, |(k, _)| k.clone());
         let t = LTicket {
-            key: str_of(msg, "key")?.into(),
-            number: u64_of(msg, "number")?,
-            kind: kind_of(msg)?,
+            key: key.into(),
+            number,
+            kind,
             state: LState::Waiting,
             home: home.clone(),
             req,
@@ -38,29 +46,29 @@ impl Core {
         self.cluster.heard.entry(home.clone()).or_insert(now.mono);
         let l = self.cluster.leading.as_mut().expect("ready leader");
         if l.objects
-            .get(object)
+            .get(&object)
             .is_some_and(|o| o.find(&home, req).is_some())
         {
             return Ok(());
         }
         let name = l
             .objects
-            .get_key_value(object)
-            .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
+            .get_key_value(&object)
+            .map_or(object, |(k, _)| k.clone());
         l.insert(&name, t);
         Ok(())
     }
 
+    /// The owner asks for this follower's vote on the grant of `at` with
+    /// `fence`.
     pub(super) fn follower_activate(
         &mut self,
         now: Now,
         from: &Id,
-        msg: &Message,
+        at: TicketAt,
+        fence: u64,
     ) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        let home = str_of(msg, "home")?;
-        let req = u64_of(msg, "req")?;
-        let fence = u64_of(msg, "fence")?;
+        let (object, home, req) = (&*at.object, &*at.home, at.req);
         if self.owner_of(object).as_deref() != Some(&**from) {
             return Err(Bad("object_name (sender is not its owner)"));
         }
@@ -87,16 +95,18 @@ impl Core {
             }
         }
         self.raise_floor(fence);
-        let mut m = ticket_msg("LOCKACTIVATED", self.cluster.epoch, object, home, req);
-        m.set_u64("fence", fence);
-        m.set("ok", if ok { "true" } else { "false" });
-        if let Some((h, r)) = other {
-            // Which vote stands in the way (snaplock's other_key): the owner
-            // drops it if it no longer knows that ticket.
-            m.set("other_home", &*h);
-            m.set_u64("other_req", r);
-        }
-        self.post(from, m);
+        // `other`: which vote stands in the way; the owner drops it if it
+        // no longer knows that ticket.
+        let vote = PeerMsg::LockActivated {
+            at: TicketAt {
+                epoch: self.cluster.epoch,
+                ..at
+            },
+            fence,
+            ok,
+            other,
+        };
+        self.send(To::Agent(from), vote);
         Ok(())
     }
 }

@@ -5,17 +5,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::batch::{BATCH_TICKETS, Batch, RRef, RTicket, read_batch};
+use super::batch::{BATCH_TICKETS, Batch, BatchOf, RRef, RTicket, read_batch};
 use super::config::Plant;
+use super::links::To;
 use super::ltable::{LState, LTicket};
 use super::merge::merge_held;
-use super::wire::{Bad, str_of, u64_of};
+use super::msg::{Bad, Part, PeerMsg, ReportBegin};
 use super::{Cluster, Id};
 use crate::core::Core;
 use crate::core::table::State;
 use crate::time::{Now, Time};
 use crate::vocab::TicketId;
-use crate::wire::Message;
 
 /// How much later a report is sent again, per line of it: about what
 /// building, sending and reading a line costs, so that an agent with many
@@ -87,18 +87,14 @@ impl Core {
             return; // sent when the link is up
         }
         let epoch = c.epoch;
-        let mut begin = Message::new("LOCKTICKETS").with("part", "begin");
-        begin.set_u64("epoch", epoch);
-        begin.set_u64("prev_epoch", c.prev_epoch);
-        for (i, l) in c.prev_leaders.iter().enumerate() {
-            begin.set(&format!("prev{i}"), &**l);
-        }
-        begin.set_u64("ready_epoch", c.frozen.as_ref().map_or(0, |(e, _)| *e));
-        begin.set_u64("floor", c.fence_floor);
-        begin.set_u64(
-            "up",
-            u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
-        );
+        let mut begin = ReportBegin {
+            prev_epoch: c.prev_epoch,
+            prev_leaders: c.prev_leaders.clone(),
+            ready_epoch: c.frozen.as_ref().map_or(0, |(e, _)| *e),
+            floor: c.fence_floor,
+            up_us: u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
+            ..ReportBegin::default()
+        };
         // A lock-delay still running carries over: the homes it waits for
         // are no better known to the new epoch.
         let delay_left = c
@@ -106,17 +102,12 @@ impl Core {
             .as_ref()
             .and_then(|(_, t)| t.delay_until)
             .map_or(Duration::ZERO, |d| d.saturating_since(now.mono));
-        if !delay_left.is_zero() {
-            begin.set_u64(
-                "delay_left",
-                u64::try_from(delay_left.as_micros()).unwrap_or(u64::MAX),
-            );
-        }
+        begin.delay_left_us = u64::try_from(delay_left.as_micros()).unwrap_or(u64::MAX);
         let own = collector == c.me;
         let mut leader = Vec::new();
         let mut home = Vec::new();
         let mut lines = Vec::new();
-        let mut leader_batch = Batch::new("leader", epoch);
+        let mut leader_batch = Batch::new(BatchOf::Leader, epoch);
         if let Some((_, table)) = &c.frozen {
             // Both maps are in key order: walked together, not searched a
             // million times.
@@ -167,7 +158,7 @@ impl Core {
             }
         }
         lines.extend(leader_batch.take());
-        let mut home_batch = Batch::new("home", epoch);
+        let mut home_batch = Batch::new(BatchOf::Home, epoch);
         // On the wire an empty home stands for the sender.
         let me = if own { c.me.clone() } else { Id::from("") };
         for (name, o) in &self.table.objects {
@@ -205,65 +196,63 @@ impl Core {
         if own {
             let serial = self.cluster.own_serial + 1;
             self.cluster.own_serial = serial;
-            begin.set_u64("own", serial);
+            begin.own = Some(serial);
             count += leader.len().div_ceil(BATCH_TICKETS) + home.len().div_ceil(BATCH_TICKETS);
             self.cluster.own_report = Some((serial, (leader, home)));
         }
+        let begin = PeerMsg::Tickets {
+            epoch,
+            part: Part::ReportBegin(begin),
+        };
         lines.insert(0, begin);
-        let mut end = Message::new("LOCKTICKETS").with("part", "end");
-        end.set_u64("epoch", epoch);
-        end.set_u64("count", lines.len() as u64 + 1);
+        let end = PeerMsg::Tickets {
+            epoch,
+            part: Part::ReportEnd {
+                count: lines.len() as u64 + 1,
+            },
+        };
         lines.push(end);
         self.cluster.report_sent = Some((epoch, now.mono));
         self.cluster.report_pause =
             REPORT_PAUSE_PER_LINE * u32::try_from(count).unwrap_or(u32::MAX);
         for m in lines {
-            self.post(&collector, m);
+            self.send(To::Agent(&collector), m);
         }
     }
 
     /// `LOCKTICKETS`: a report (to the collector) or a state (from it).
-    pub(crate) fn on_tickets(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
-        if u64_of(msg, "epoch")? != self.cluster.epoch {
-            return Ok(());
-        }
-        let part = str_of(msg, "part")?;
-        match part {
-            "begin" | "leader" | "home" | "end" => self.on_report_part(now, from, part, msg),
-            _ => self.on_state_part(now, from, part, msg),
-        }
-    }
-
-    fn on_report_part(
+    pub(crate) fn on_tickets(
         &mut self,
         now: Now,
         from: &Id,
-        part: &str,
-        msg: &Message,
+        epoch: u64,
+        part: Part,
     ) -> Result<(), Bad> {
+        if epoch != self.cluster.epoch {
+            return Ok(());
+        }
+        if part.is_report() {
+            self.on_report_part(now, from, part)
+        } else {
+            self.on_state_part(now, from, part)
+        }
+    }
+
+    fn on_report_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), Bad> {
         let max_tickets = self.config.max_tickets as u64 * 2;
         let max_lines = max_tickets + 16;
         let Some(collect) = self.cluster.collect.as_mut() else {
             return Ok(()); // not the collector
         };
-        if part == "begin" {
-            let mut prev_leaders = Vec::new();
-            for name in ["prev0", "prev1", "prev2"] {
-                if let Some(v) = msg.get_str(name) {
-                    prev_leaders.push(Id::from(v));
-                }
-            }
+        if let Part::ReportBegin(b) = part {
             let r = Report {
-                prev_epoch: u64_of(msg, "prev_epoch")?,
-                prev_leaders,
-                ready_epoch: u64_of(msg, "ready_epoch")?,
-                floor: u64_of(msg, "floor")?,
-                delay_left: msg
-                    .get_str("delay_left")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0),
-                up: msg.get_str("up").and_then(|v| v.parse().ok()).unwrap_or(0),
-                own: msg.get_str("own").and_then(|v| v.parse().ok()),
+                prev_epoch: b.prev_epoch,
+                prev_leaders: b.prev_leaders,
+                ready_epoch: b.ready_epoch,
+                floor: b.floor,
+                delay_left: b.delay_left_us,
+                up: b.up_us,
+                own: b.own,
                 lines: 1,
                 ..Report::default()
             };
@@ -279,24 +268,24 @@ impl Core {
             return Err(Bad("part (too many)"));
         }
         match part {
-            "leader" | "home" => {
-                let tickets = read_batch(msg, Some(from))?;
+            Part::Report { as_leader, tickets } => {
+                let tickets = read_batch(&tickets, Some(from))?;
                 super::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
                 if (r.leader.len() + r.home.len() + tickets.len()) as u64 > max_tickets {
                     collect.partial.remove(from);
                     return Err(Bad("part (too many tickets)"));
                 }
                 for (t, held) in tickets {
-                    if part == "leader" {
+                    if as_leader {
                         r.leader.push(t);
                     } else {
                         r.home.push((t, held == Some(true)));
                     }
                 }
             }
-            _ => {
+            Part::ReportEnd { count } => {
                 let mut r = collect.partial.remove(from).expect("present");
-                if u64_of(msg, "count")? != r.lines {
+                if count != r.lines {
                     return Err(Bad("count"));
                 }
                 if *from == self.cluster.me {
@@ -321,6 +310,7 @@ impl Core {
                     self.check_collect(now);
                 }
             }
+            _ => {} // not a report's
         }
         Ok(())
     }
@@ -424,15 +414,11 @@ impl Core {
             }
         );
         let mut msgs = Vec::with_capacity(held.len() + reports.len() + 2);
-        let mut begin = Message::new("LOCKTICKETS").with("part", "state-begin");
-        begin.set_u64("epoch", epoch);
-        begin.set_u64("base", base);
-        begin.set_u64(
-            "delay",
-            u64::try_from(delay.as_micros()).unwrap_or(u64::MAX),
-        );
-        msgs.push(begin);
-        let mut batch = Batch::new("state", epoch);
+        msgs.push(PeerMsg::Tickets {
+            epoch,
+            part: Part::StateBegin { base, delay },
+        });
+        let mut batch = Batch::new(BatchOf::State, epoch);
         for &(t, fence) in &held {
             if fence == t.fence {
                 msgs.extend(batch.push(t, None));
@@ -443,15 +429,16 @@ impl Core {
         }
         msgs.extend(batch.take());
         for id in reports.keys() {
-            let mut m = Message::new("LOCKTICKETS").with("part", "reporter");
-            m.set_u64("epoch", epoch);
-            m.set("id", &**id);
-            msgs.push(m);
+            msgs.push(PeerMsg::Tickets {
+                epoch,
+                part: Part::Reporter { id: id.clone() },
+            });
         }
-        let mut end = Message::new("LOCKTICKETS").with("part", "state-end");
-        end.set_u64("epoch", epoch);
-        end.set_u64("count", msgs.len() as u64 + 1);
-        msgs.push(end);
+        let count = msgs.len() as u64 + 1;
+        msgs.push(PeerMsg::Tickets {
+            epoch,
+            part: Part::StateEnd { count },
+        });
         // Its own copy does not go through the wire: the tickets as they
         // are, installed once the others' copies went out.
         let me = self.cluster.me.clone();
@@ -495,7 +482,7 @@ impl Core {
         }
         for l in &linked {
             for m in &msgs {
-                self.post(l, m.clone());
+                self.send(To::Agent(l), m.clone());
             }
         }
         self.cluster.state_pending = Some((epoch, others, msgs));
@@ -518,7 +505,7 @@ impl Core {
         }
         let msgs = msgs.clone();
         for m in msgs {
-            self.post(id, m);
+            self.send(To::Agent(id), m);
         }
     }
 
@@ -537,12 +524,15 @@ impl Core {
         }
     }
 
-    fn on_state_part(&mut self, now: Now, from: &Id, part: &str, msg: &Message) -> Result<(), Bad> {
+    fn on_state_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), Bad> {
         if self.cluster.leaders.first() != Some(from) {
             return Err(Bad("part (not from the collector)"));
         }
-        if part.starts_with("late") {
-            return self.on_late_part(now, part, msg);
+        if matches!(
+            part,
+            Part::LateBegin { .. } | Part::Late(_) | Part::LateEnd { .. }
+        ) {
+            return self.on_late_part(now, part);
         }
         let Some(l) = self.cluster.leading.as_mut() else {
             return Ok(());
@@ -550,42 +540,39 @@ impl Core {
         if l.ready {
             return Ok(());
         }
+        if let Part::StateBegin { base, delay } = part {
+            l.state_in = Some(StateIn {
+                base,
+                delay,
+                ..Default::default()
+            });
+            l.state_lines = 1;
+            return Ok(());
+        }
+        let Some(s) = l.state_in.as_mut() else {
+            return Err(Bad("part (no state-begin)"));
+        };
+        l.state_lines += 1;
         match part {
-            "state-begin" => {
-                l.state_in = Some(StateIn {
-                    base: u64_of(msg, "base")?,
-                    delay: Duration::from_micros(u64_of(msg, "delay")?),
-                    ..Default::default()
-                });
-                l.state_lines = 1;
-            }
-            "state" | "reporter" | "state-end" => {
-                let Some(s) = l.state_in.as_mut() else {
-                    return Err(Bad("part (no state-begin)"));
-                };
-                l.state_lines += 1;
-                match part {
-                    "state" => {
-                        let tickets = read_batch(msg, None)?;
-                        super::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
-                        if s.tickets.len() + tickets.len() > self.config.max_tickets * 2 {
-                            l.state_in = None;
-                            return Err(Bad("part (too many tickets)"));
-                        }
-                        s.tickets.extend(tickets.into_iter().map(|(t, _)| t));
-                    }
-                    "reporter" => {
-                        s.reporters.insert(str_of(msg, "id")?.into());
-                    }
-                    _ => {
-                        if u64_of(msg, "count")? != l.state_lines {
-                            l.state_in = None;
-                            return Err(Bad("count"));
-                        }
-                        let s = l.state_in.take().expect("present");
-                        self.install(now, s);
-                    }
+            Part::State(tickets) => {
+                let tickets = read_batch(&tickets, None)?;
+                super::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
+                if s.tickets.len() + tickets.len() > self.config.max_tickets * 2 {
+                    l.state_in = None;
+                    return Err(Bad("part (too many tickets)"));
                 }
+                s.tickets.extend(tickets.into_iter().map(|(t, _)| t));
+            }
+            Part::Reporter { id } => {
+                s.reporters.insert(id);
+            }
+            Part::StateEnd { count } => {
+                if count != l.state_lines {
+                    l.state_in = None;
+                    return Err(Bad("count"));
+                }
+                let s = l.state_in.take().expect("present");
+                self.install(now, s);
             }
             _ => return Err(Bad("part")),
         }
@@ -669,9 +656,9 @@ impl Core {
         }
         self.raise_floor(s.base.saturating_sub(1));
         let early = std::mem::take(&mut self.cluster.early);
-        for (from, msg) in early {
-            let cmd = msg.command.clone();
-            if let Err(Bad(what)) = self.on_lock_message(now, &from, &cmd, &msg) {
+        for (from, m) in early {
+            let cmd = m.command();
+            if let Err(Bad(what)) = self.on_lock_message(now, &from, m) {
                 log::warn!("{cmd} dropped: bad or missing {what}");
             }
         }

@@ -4,15 +4,14 @@
 
 use std::time::Duration;
 
-use super::wire::{Bad, bytes_of, put_kind, str_of, u64_of};
+use super::links::To;
+use super::msg::{Bad, Lock, PeerMsg, TicketAt};
 use super::{Id, Submitted};
 use crate::core::Core;
 use crate::core::replies;
 use crate::core::table::{State, Ticket};
 use crate::time::Now;
-use crate::vocab::Refusal;
-use crate::vocab::{ObjectName, TicketId};
-use crate::wire::Message;
+use crate::vocab::{ObjectName, Refusal, TicketId};
 
 /// A waiting request is sent again this often (its answer may be lost
 /// with a link).
@@ -45,15 +44,15 @@ impl Core {
         };
         let Some(pos) = o.position(id) else { return };
         let t = &o.tickets[pos];
-        let mut m = Message::new("LOCK").with("object_name", &**name);
-        m.set_u64("epoch", epoch);
-        m.set_u64("req", id.0);
-        m.set("key", &*t.key);
-        put_kind(&mut m, &t.kind);
-        if t.try_once {
-            m.set("try", "true");
-        }
-        self.post(&owner, m);
+        let lock = Lock {
+            epoch,
+            object: name.clone(),
+            req: id.0,
+            key: t.key.to_string(),
+            kind: t.kind,
+            try_once: t.try_once,
+        };
+        self.send(To::Agent(&owner), PeerMsg::Lock(lock));
     }
 
     /// After an epoch change, and every [`RESEND`]: every waiting request
@@ -79,10 +78,12 @@ impl Core {
             return;
         };
         let owner = self.cluster.leaders[i].clone();
-        let mut m = Message::new("UNLOCK").with("object_name", &**name);
-        m.set_u64("epoch", self.cluster.epoch);
-        m.set_u64("req", t.id.0);
-        self.post(&owner, m);
+        let unlock = PeerMsg::Unlock {
+            epoch: self.cluster.epoch,
+            object: name.clone(),
+            req: t.id.0,
+        };
+        self.send(To::Agent(&owner), unlock);
     }
 
     /// Whether a majority of acting leaders answered within `grace`.
@@ -103,17 +104,17 @@ impl Core {
         in_contact
     }
 
-    /// `LOCKED` or `LOCKFAILED` from an owner about request `req`.
+    /// `LOCKED` (the fence) or `LOCKFAILED` (the error and why) from an
+    /// owner about request `at`.
     pub(crate) fn home_answer(
         &mut self,
         now: Now,
         from: &Id,
-        cmd: &str,
-        msg: &Message,
+        at: TicketAt,
+        answer: Result<u64, (&'static str, String)>,
     ) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        let req = u64_of(msg, "req")?;
-        if str_of(msg, "home")? != &*self.cluster.me {
+        let (object, req) = (&*at.object, at.req);
+        if at.home != self.cluster.me {
             return Err(Bad("home"));
         }
         let id = TicketId(req);
@@ -122,31 +123,13 @@ impl Core {
             .objects
             .get_key_value(object)
             .and_then(|(n, o)| o.position(id).map(|p| (n.clone(), o.tickets[p].clone())));
-        if cmd == "LOCKFAILED" {
-            let error = match msg.get("error") {
-                Some(b"busy") => "busy",
-                Some(b"overflow") => "overflow",
-                Some(b"invalid") => "invalid",
-                Some(b"duplicate") => "duplicate",
-                _ => "unavailable",
-            };
-            let description = msg
-                .get_str("description")
-                .unwrap_or("refused by the leaders")
-                .to_owned();
-            if let Some((name, t)) = found {
-                if matches!(t.state, State::Waiting { .. }) {
-                    self.take_ticket(&name, id);
-                    if let Some(owner) = t.owner {
-                        let why = Refusal::new(error, description);
-                        let reply = replies::lock_failed(&name, Some(&t.key), t.tag, &why);
-                        self.reply(owner, reply);
-                    }
-                }
+        let fence = match answer {
+            Ok(fence) => fence,
+            Err((error, description)) => {
+                self.home_refused(found, error, description);
+                return Ok(());
             }
-            return Ok(());
-        }
-        let fence = u64_of(msg, "fence")?;
+        };
         let deliver = match &found {
             Some((_, t)) => match t.state {
                 State::Waiting { deadline } => deadline > now.mono,
@@ -162,10 +145,7 @@ impl Core {
         if !deliver {
             // Not wanted any more (cancelled, timed out, or revoked): give
             // it back.
-            let mut m = Message::new("UNLOCK").with("object_name", object);
-            m.set_u64("epoch", self.cluster.epoch);
-            m.set_u64("req", req);
-            self.post(from, m);
+            self.give_back(from, at.object.clone(), req);
             return Ok(());
         }
         let grace = self.cluster.cfg.grace;
@@ -194,21 +174,46 @@ impl Core {
     /// `HASTICKET` from an owner whose link to this agent came back: a
     /// request this agent no longer has is given back (its `UNLOCK` may
     /// have been lost with the link).
-    pub(crate) fn home_check(&mut self, from: &Id, msg: &Message) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        let req = u64_of(msg, "req")?;
-        if str_of(msg, "home")? != &*self.cluster.me {
+    pub(crate) fn home_check(&mut self, from: &Id, at: TicketAt) -> Result<(), Bad> {
+        if at.home != self.cluster.me {
             return Err(Bad("home"));
         }
-        let has =
-            (self.table.objects.get(object)).is_some_and(|o| o.position(TicketId(req)).is_some());
+        let has = (self.table.objects.get(&at.object))
+            .is_some_and(|o| o.position(TicketId(at.req)).is_some());
         if !has {
-            let mut m = Message::new("UNLOCK").with("object_name", object);
-            m.set_u64("epoch", self.cluster.epoch);
-            m.set_u64("req", req);
-            self.post(from, m);
+            self.give_back(from, at.object, at.req);
         }
         Ok(())
+    }
+
+    /// Gives request `req` on `object` back to its owner `to`: this agent
+    /// no longer wants it.
+    fn give_back(&mut self, to: &Id, object: ObjectName, req: u64) {
+        let unlock = PeerMsg::Unlock {
+            epoch: self.cluster.epoch,
+            object,
+            req,
+        };
+        self.send(To::Agent(to), unlock);
+    }
+
+    /// A refusal of the owner for a request of this agent: failed, if it
+    /// still waits.
+    fn home_refused(
+        &mut self,
+        found: Option<(ObjectName, Ticket)>,
+        error: &'static str,
+        description: String,
+    ) {
+        let Some((name, t)) = found else { return };
+        if matches!(t.state, State::Waiting { .. }) {
+            self.take_ticket(&name, t.id);
+            if let Some(owner) = t.owner {
+                let why = Refusal::new(error, description);
+                let reply = replies::lock_failed(&name, Some(&t.key), t.tag, &why);
+                self.reply(owner, reply);
+            }
+        }
     }
 
     /// Whether a leader of this epoch answers this agent's pings but has not

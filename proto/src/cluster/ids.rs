@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 /// Priority written in an id for `candidate_priority=off`.
 pub const OFF: u8 = 99;
 
-/// `PP|RANDOM|ADDRESS|PID|NAME` (reference §4): priority on two digits,
+/// `PP|RANDOM|ADDRESS|PID|NAME`: priority on two digits,
 /// so ids sort by priority first, then by a random number drawn at start.
 pub fn make_id(
     priority: Option<u8>,
@@ -54,7 +54,7 @@ pub fn parse_id(id: &str) -> Option<Parsed<'_>> {
     })
 }
 
-/// The key candidates sort by: current leaders first (`00`, reference §7),
+/// The key candidates sort by: current leaders first (`00`),
 /// then priority, then the random part and the rest of the id.
 pub fn candidate_key(id: &str, is_leader: bool) -> String {
     if is_leader {

@@ -6,15 +6,15 @@
 
 use std::collections::BTreeSet;
 
-use super::batch::{Batch, RTicket, read_batch};
+use super::batch::{Batch, BatchOf, RTicket, read_batch};
 use super::config::Plant;
 use super::handover::Report;
+use super::links::To;
 use super::ltable::LState;
-use super::wire::{Bad, str_of, u64_of};
+use super::msg::{Bad, Part, PeerMsg};
 use super::{Cluster, Id};
 use crate::core::Core;
 use crate::time::Now;
-use crate::wire::Message;
 
 impl Core {
     /// A report after the state was built: passed on to every leader, each
@@ -26,11 +26,11 @@ impl Core {
     pub(super) fn late_report(&mut self, from: &Id, r: &Report) {
         let epoch = self.cluster.epoch;
         let mut lines = Vec::new();
-        let mut begin = Message::new("LOCKTICKETS").with("part", "late-begin");
-        begin.set_u64("epoch", epoch);
-        begin.set("id", &**from);
-        lines.push(begin);
-        let mut batch = Batch::new("late", epoch);
+        lines.push(PeerMsg::Tickets {
+            epoch,
+            part: Part::LateBegin { id: from.clone() },
+        });
+        let mut batch = Batch::new(BatchOf::Late, epoch);
         for (t, held) in &r.home {
             let t = RTicket {
                 home: from.clone(),
@@ -39,15 +39,18 @@ impl Core {
             lines.extend(batch.push(&t, Some(*held)));
         }
         lines.extend(batch.take());
-        let mut end = Message::new("LOCKTICKETS").with("part", "late-end");
-        end.set_u64("epoch", epoch);
-        end.set("id", &**from);
-        end.set_u64("count", lines.len() as u64 + 1);
-        lines.push(end);
+        let count = lines.len() as u64 + 1;
+        lines.push(PeerMsg::Tickets {
+            epoch,
+            part: Part::LateEnd {
+                id: from.clone(),
+                count,
+            },
+        });
         let leaders = self.cluster.leaders.clone();
         for l in leaders {
             for m in &lines {
-                self.post(&l, m.clone());
+                self.send(To::Agent(&l), m.clone());
             }
         }
     }
@@ -140,33 +143,33 @@ impl Core {
 
     /// A late report passed on by the collector (`part=late-begin`, its
     /// tickets, `part=late-end`).
-    pub(super) fn on_late_part(&mut self, now: Now, part: &str, msg: &Message) -> Result<(), Bad> {
+    pub(super) fn on_late_part(&mut self, now: Now, part: Part) -> Result<(), Bad> {
         let max_tickets = self.config.max_tickets as u64;
         let max_lines = 2 + max_tickets;
         let Some(l) = self.cluster.leading.as_mut() else {
             return Ok(());
         };
         match part {
-            "late-begin" => {
-                l.late_in = Some((str_of(msg, "id")?.into(), Vec::new(), 1));
+            Part::LateBegin { id } => {
+                l.late_in = Some((id, Vec::new(), 1));
             }
-            "late" => {
+            Part::Late(batch) => {
                 let Some((home, tickets, lines)) = l.late_in.as_mut() else {
                     return Err(Bad("part (no late-begin)"));
                 };
                 *lines += 1;
-                let batch = read_batch(msg, Some(&*home))?;
+                let batch = read_batch(&batch, Some(&*home))?;
                 if (tickets.len() + batch.len()) as u64 > max_tickets || *lines > max_lines {
                     l.late_in = None;
                     return Err(Bad("part (too many tickets)"));
                 }
                 tickets.extend(batch.into_iter().map(|(t, held)| (t, held == Some(true))));
             }
-            "late-end" => {
+            Part::LateEnd { id, count } => {
                 let Some((home, tickets, lines)) = l.late_in.take() else {
                     return Err(Bad("part (no late-begin)"));
                 };
-                if u64_of(msg, "count")? != lines + 1 || str_of(msg, "id")? != &*home {
+                if count != lines + 1 || id != home {
                     return Err(Bad("count"));
                 }
                 self.weigh_late(now, &home, tickets);

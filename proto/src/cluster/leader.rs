@@ -7,67 +7,29 @@ use std::collections::BTreeSet;
 
 use super::Id;
 use super::config::Plant;
-use super::ltable::{LState, LTicket, ticket_msg};
+use super::links::To;
+use super::ltable::{LState, LTicket};
+use super::msg::{Bad, Lock, PeerMsg, Role, TicketAt};
 use super::votes::{self, Ballot, Tally, Widen};
-use super::wire::{Bad, bool_of, bytes_of, kind_of, put_kind, str_of, u64_of};
 use crate::core::Core;
 use crate::core::ticket::{View, who_may_hold};
 use crate::time::Now;
-use crate::vocab::Mode;
-use crate::vocab::ObjectName;
-use crate::wire::Message;
+use crate::vocab::{Mode, ObjectName};
 
 impl Core {
-    /// Sends `msg` to the agent `to`: over its link, or to this agent's own
-    /// other half after the current input.
-    pub(crate) fn post(&mut self, to: &str, msg: Message) {
-        if *to == *self.cluster.me {
-            self.cluster.local.push_back(msg);
-        } else if msg.command == "UNLOCK" && self.cluster.link_of(to).is_none() {
-            // A release must reach its owner: it goes when the link is up
-            // again (in this epoch; a new one's state follows the home's
-            // report). Bounded like the tickets it releases.
-            if self.cluster.unsent.len() < self.config.max_tickets {
-                self.cluster.unsent.push((Id::from(to), msg));
-            }
-        } else {
-            self.send_to(to, msg);
-        }
-    }
-
-    /// The link to `id` is up: the releases that waited for it go.
-    pub(crate) fn send_unsent(&mut self, id: &Id) {
-        if !self.cluster.unsent.iter().any(|(to, _)| to == id) {
-            return;
-        }
-        let all = std::mem::take(&mut self.cluster.unsent);
-        let (mine, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(|(to, _)| to == id);
-        self.cluster.unsent = rest;
-        for (_, m) in mine {
-            self.send_to(id, m);
+    /// Ticket `(home, req)` of `object`, in this epoch.
+    pub(super) fn ticket_at(&self, object: &ObjectName, home: &Id, req: u64) -> TicketAt {
+        TicketAt {
+            epoch: self.cluster.epoch,
+            object: object.clone(),
+            home: home.clone(),
+            req,
         }
     }
 
     /// Every leader of the epoch, as a mask (bit i = leader i).
     fn all_leaders(&self) -> u8 {
         (1u8 << self.cluster.leaders.len()) - 1
-    }
-
-    /// Sends `msg` to the leaders of `mask` other than this one.
-    fn tell(&mut self, mask: u8, msg: Message) {
-        let c = &self.cluster;
-        let mut to: Vec<Id> = c
-            .leaders
-            .iter()
-            .enumerate()
-            .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
-            .map(|(_, l)| l.clone())
-            .collect();
-        let Some(last) = to.pop() else { return };
-        for f in to {
-            self.send_to(&f, msg.clone());
-        }
-        self.send_to(&last, msg);
     }
 
     /// The followers a new ticket of `home` goes to
@@ -93,85 +55,93 @@ impl Core {
         c.owner_index(object).map(|i| c.leaders[i].clone())
     }
 
-    /// The lock protocol's messages; `from` sent it, in this epoch.
-    pub(crate) fn on_lock_message(
-        &mut self,
-        now: Now,
-        from: &Id,
-        cmd: &str,
-        msg: &Message,
-    ) -> Result<(), Bad> {
-        let epoch = u64_of(msg, "epoch")?;
-        if epoch != self.cluster.epoch {
+    /// The lock protocol's messages ([`Role::Leader`] and [`Role::Home`]);
+    /// `from` sent it.
+    pub(crate) fn on_lock_message(&mut self, now: Now, from: &Id, m: PeerMsg) -> Result<(), Bad> {
+        if m.epoch() != Some(self.cluster.epoch) {
             return Ok(()); // another epoch's: its senders re-send in ours
         }
-        let leader_side = matches!(
-            cmd,
-            "LOCK" | "UNLOCK" | "ADDTICKET" | "ACTIVATELOCK" | "DROPTICKET" | "LOCKACTIVATED"
-        );
-        if leader_side {
+        if m.role() == Role::Leader {
             let Some(l) = self.cluster.leading.as_ref() else {
                 return Ok(()); // not a leader of this epoch
             };
             if !l.ready {
-                if cmd == "LOCK" && bool_of(msg, "try") {
-                    // A try never waits for the handover to end.
-                    let object = bytes_of(msg, "object_name")?;
-                    let req = u64_of(msg, "req")?;
-                    let why = format!(
-                        "the leaders are changing: {} has not installed the state of epoch {} yet",
-                        self.cluster.name, self.cluster.epoch
-                    );
-                    self.owner_refuse(from, object, req, "unavailable", &why);
-                    return Ok(());
+                if let PeerMsg::Lock(lock) = &m {
+                    if lock.try_once {
+                        // A try never waits for the handover to end.
+                        let why = format!(
+                            "the leaders are changing: {} has not installed the state of epoch {} yet",
+                            self.cluster.name, self.cluster.epoch
+                        );
+                        let at = self.ticket_at(&lock.object, from, lock.req);
+                        self.owner_refuse(at, "unavailable", why);
+                        return Ok(());
+                    }
                 }
                 if self.cluster.early.len() < self.config.max_tickets {
-                    self.cluster.early.push((from.clone(), msg.clone()));
+                    self.cluster.early.push((from.clone(), m));
                 }
                 return Ok(());
             }
         }
-        match cmd {
-            "LOCK" => self.owner_lock(now, from, msg),
-            "UNLOCK" => {
-                let object = bytes_of(msg, "object_name")?;
-                let req = u64_of(msg, "req")?;
-                self.owner_release(now, object, from, req);
+        match m {
+            PeerMsg::Lock(lock) => self.owner_lock(now, from, lock),
+            PeerMsg::Unlock { object, req, .. } => {
+                self.owner_release(now, &object, from, req);
                 Ok(())
             }
-            "LOCKACTIVATED" => self.owner_voted(now, from, msg),
-            "ADDTICKET" => self.follower_add(now, from, msg),
-            "ACTIVATELOCK" => self.follower_activate(now, from, msg),
-            "DROPTICKET" => {
-                let object = bytes_of(msg, "object_name")?;
-                let home = str_of(msg, "home")?;
-                let req = u64_of(msg, "req")?;
-                if self.owner_of(object).as_deref() == Some(&**from) {
+            PeerMsg::LockActivated {
+                at,
+                fence,
+                ok,
+                other,
+            } => {
+                self.owner_voted(now, from, at, fence, ok, other);
+                Ok(())
+            }
+            PeerMsg::AddTicket {
+                at,
+                key,
+                number,
+                kind,
+            } => self.follower_add(now, from, at, key, number, kind),
+            PeerMsg::ActivateLock { at, fence } => self.follower_activate(now, from, at, fence),
+            PeerMsg::DropTicket(at) => {
+                if self.owner_of(&at.object).as_deref() == Some(&**from) {
                     if let Some(l) = self.cluster.leading.as_mut() {
-                        l.remove(object, home, req);
+                        l.remove(&at.object, &at.home, at.req);
                     }
                 }
                 Ok(())
             }
-            "LOCKED" | "LOCKFAILED" => self.home_answer(now, from, cmd, msg),
-            "HASTICKET" => self.home_check(from, msg),
-            other => {
-                log::debug!("unknown peer command {other} ignored");
-                Ok(())
-            }
+            PeerMsg::Locked { at, fence } => self.home_answer(now, from, at, Ok(fence)),
+            PeerMsg::LockFailed {
+                at,
+                error,
+                description,
+            } => self.home_answer(now, from, at, Err((error, description))),
+            PeerMsg::HasTicket(at) => self.home_check(from, at),
+            PeerMsg::Started(_)
+            | PeerMsg::Ping { .. }
+            | PeerMsg::Pong(_)
+            | PeerMsg::Leaders { .. }
+            | PeerMsg::Tickets { .. } => Ok(()),
         }
     }
 
-    fn owner_lock(&mut self, now: Now, home: &Id, msg: &Message) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        let req = u64_of(msg, "req")?;
-        let key = str_of(msg, "key")?;
-        let kind = kind_of(msg)?;
-        let try_once = bool_of(msg, "try");
+    fn owner_lock(&mut self, now: Now, home: &Id, lock: Lock) -> Result<(), Bad> {
+        let Lock {
+            object,
+            req,
+            key,
+            kind,
+            try_once,
+            ..
+        } = lock;
+        let object = &*object;
         if self.owner_of(object).as_ref() != Some(&self.cluster.me) {
             return Err(Bad("object_name (not owned here)"));
         }
-        let epoch = self.cluster.epoch;
         let max_per_object = self.config.max_tickets_per_object;
         let max_tickets = self.config.max_tickets;
         let told = self.first_followers(home);
@@ -186,9 +156,8 @@ impl Core {
                 // answer): answer again what is known.
                 match o.tickets[pos].state {
                     LState::Held { fence } => {
-                        let mut m = ticket_msg("LOCKED", epoch, object, home, req);
-                        m.set_u64("fence", fence);
-                        self.post(home, m);
+                        let at = self.ticket_at(&name, home, req);
+                        self.send(To::Agent(home), PeerMsg::Locked { at, fence });
                     }
                     LState::Inherited { .. } => {
                         // Its home still waits: no grant stands behind it,
@@ -204,18 +173,14 @@ impl Core {
             }
             if o.tickets.len() >= max_per_object {
                 let why = format!("this object already has {} requests", o.tickets.len());
-                self.owner_refuse(home, object, req, "overflow", &why);
+                let at = self.ticket_at(&name, home, req);
+                self.owner_refuse(at, "overflow", why);
                 return Ok(());
             }
         }
         if l.tickets >= max_tickets {
-            self.owner_refuse(
-                home,
-                object,
-                req,
-                "overflow",
-                "the leaders hold their maximum",
-            );
+            let at = self.ticket_at(&name, home, req);
+            self.owner_refuse(at, "overflow", "the leaders hold their maximum".to_owned());
             return Ok(());
         }
         let number = l
@@ -228,7 +193,7 @@ impl Core {
             LTicket {
                 home: home.clone(),
                 req,
-                key: key.into(),
+                key: key.as_str().into(),
                 number,
                 kind,
                 state: LState::Waiting,
@@ -236,11 +201,14 @@ impl Core {
             },
         );
         self.cluster.heard.entry(home.clone()).or_insert(now.mono);
-        let mut add = ticket_msg("ADDTICKET", epoch, object, home, req);
-        add.set("key", key);
-        add.set_u64("number", number);
-        put_kind(&mut add, &kind);
-        self.tell(told, add);
+        let at = self.ticket_at(&name, home, req);
+        let add = PeerMsg::AddTicket {
+            at,
+            key,
+            number,
+            kind,
+        };
+        self.send(To::Leaders(told), add);
         self.evaluate(now, &name);
         self.refuse_if_busy(now, object, home, req, try_once);
         Ok(())
@@ -279,20 +247,28 @@ impl Core {
         };
         if let Some((error, why)) = refusal {
             self.owner_release(now, object, home, req);
-            self.owner_refuse(home, object, req, error, &why);
+            let at = TicketAt {
+                epoch: self.cluster.epoch,
+                object: ObjectName::from(object),
+                home: home.clone(),
+                req,
+            };
+            self.owner_refuse(at, error, why);
         }
     }
 
-    fn owner_refuse(&mut self, home: &Id, object: &[u8], req: u64, error: &str, why: &str) {
-        let mut m = ticket_msg("LOCKFAILED", self.cluster.epoch, object, home, req);
-        m.set("error", error);
-        m.set("description", why);
-        self.post(home, m);
+    fn owner_refuse(&mut self, at: TicketAt, error: &'static str, description: String) {
+        let home = at.home.clone();
+        let failed = PeerMsg::LockFailed {
+            at,
+            error,
+            description,
+        };
+        self.send(To::Agent(&home), failed);
     }
 
     /// The home released (or cancelled) ticket `req`.
-    pub(crate) fn owner_release(&mut self, now: Now, object: &[u8], home: &str, req: u64) {
-        let epoch = self.cluster.epoch;
+    pub(crate) fn owner_release(&mut self, now: Now, object: &[u8], home: &Id, req: u64) {
         let Some(l) = self.cluster.leading.as_mut() else {
             return;
         };
@@ -300,7 +276,8 @@ impl Core {
             return;
         };
         if let Some(t) = l.remove(object, home, req) {
-            self.tell(t.told, ticket_msg("DROPTICKET", epoch, object, home, req));
+            let at = self.ticket_at(&name, home, req);
+            self.send(To::Leaders(t.told), PeerMsg::DropTicket(at));
             self.evaluate(now, &name);
         }
     }
@@ -368,8 +345,12 @@ impl Core {
                     asked: to,
                 },
             };
-            let mut m = ticket_msg("ACTIVATELOCK", epoch, name, &t.home, t.req);
-            m.set_u64("fence", fence);
+            let at = TicketAt {
+                epoch,
+                object: name.clone(),
+                home: t.home.clone(),
+                req: t.req,
+            };
             let key = (t.home.clone(), t.req);
             if l.asking.len() < max_tickets {
                 l.asking
@@ -378,7 +359,7 @@ impl Core {
                 at_once.push(key.clone()); // no room to wait: ask all
             }
             asked.push(key);
-            self.tell(to, m);
+            self.send(To::Leaders(to), PeerMsg::ActivateLock { at, fence });
         }
         for (home, req) in at_once {
             self.widen(name, &home, req, false);
@@ -388,31 +369,35 @@ impl Core {
         }
     }
 
-    fn owner_voted(&mut self, now: Now, from: &Id, msg: &Message) -> Result<(), Bad> {
-        let object = bytes_of(msg, "object_name")?;
-        let home = str_of(msg, "home")?;
-        let req = u64_of(msg, "req")?;
-        let fence = u64_of(msg, "fence")?;
-        let ok = bool_of(msg, "ok");
+    /// A follower's vote on the grant of `at` with `fence`.
+    fn owner_voted(
+        &mut self,
+        now: Now,
+        from: &Id,
+        at: TicketAt,
+        fence: u64,
+        ok: bool,
+        other: Option<(Id, u64)>,
+    ) {
         let Some(i) = self.cluster.leaders.iter().position(|l| l == from) else {
-            return Ok(());
+            return;
         };
         let l = self.cluster.leading.as_mut().expect("ready leader");
-        let Some((name, o)) = l.objects.get_key_value(object) else {
-            return Ok(());
+        let Some((name, o)) = l.objects.get_key_value(&at.object) else {
+            return;
         };
         let name = name.clone();
-        let Some(pos) = o.find(home, req) else {
-            return Ok(());
+        let Some(pos) = o.find(&at.home, at.req) else {
+            return;
         };
-        let o = l.objects.get_mut(object).expect("exists");
+        let o = l.objects.get_mut(&at.object).expect("exists");
         let t = &mut o.tickets[pos];
         if let LState::Activating {
             fence: f,
             ballot: Ballot { votes, refused, .. },
         } = &mut t.state
         {
-            // S6/B17: only answers about this very grant (its fence) count.
+            // Only answers about this very grant (its fence) count (S6).
             if *f == fence {
                 if ok {
                     *votes |= 1 << i;
@@ -422,18 +407,17 @@ impl Core {
             }
         }
         let home: Id = t.home.clone();
-        if let (Some(oh), Ok(or)) = (msg.get_str("other_home"), u64_of(msg, "other_req")) {
+        if let Some((oh, or)) = other {
             let known = l
                 .objects
-                .get(object)
-                .is_some_and(|o| o.find(oh, or).is_some());
+                .get(&at.object)
+                .is_some_and(|o| o.find(&oh, or).is_some());
             if !known {
-                let m = ticket_msg("DROPTICKET", self.cluster.epoch, object, oh, or);
-                self.post(from, m);
+                let drop = self.ticket_at(&name, &oh, or);
+                self.send(To::Agent(from), PeerMsg::DropTicket(drop));
             }
         }
-        self.try_grant(now, &name, &home, req);
-        Ok(())
+        self.try_grant(now, &name, &home, at.req);
     }
 
     /// Grants a ticket once a majority of leaders (the same for all of its
@@ -461,9 +445,13 @@ impl Core {
                 if t.kind.mode == Mode::Shared {
                     o.last_shared_grant = Some(now.mono);
                 }
-                let mut m = ticket_msg("LOCKED", epoch, name, home, req);
-                m.set_u64("fence", fence);
-                self.post(home, m);
+                let at = TicketAt {
+                    epoch,
+                    object: name.clone(),
+                    home: home.clone(),
+                    req,
+                };
+                self.send(To::Agent(home), PeerMsg::Locked { at, fence });
             }
             // The followers asked first answered without making the
             // majority: ask the others now.
@@ -532,7 +520,13 @@ impl Core {
             for (name, req) in owned {
                 let l = self.cluster.leading.as_mut().expect("leader");
                 if let Some(t) = l.remove(&name, &home, req) {
-                    self.tell(t.told, ticket_msg("DROPTICKET", epoch, &name, &home, req));
+                    let at = TicketAt {
+                        epoch,
+                        object: name.clone(),
+                        home: home.clone(),
+                        req,
+                    };
+                    self.send(To::Leaders(t.told), PeerMsg::DropTicket(at));
                 }
                 touched.insert(name);
             }
@@ -570,7 +564,7 @@ impl Core {
     /// once all were asked, asks again those that did not answer (a link
     /// that broke and came back lost the question; a follower answers a
     /// question twice the same). Whether the grant is still short.
-    fn widen(&mut self, name: &ObjectName, home: &str, req: u64, again: bool) -> bool {
+    fn widen(&mut self, name: &ObjectName, home: &Id, req: u64, again: bool) -> bool {
         let epoch = self.cluster.epoch;
         let all = self.all_leaders();
         let majority = self.cluster.leader_majority() as u32;
@@ -594,14 +588,20 @@ impl Core {
         ballot.asked |= rest;
         t.told |= rest;
         let fence = *fence;
-        let mut add = ticket_msg("ADDTICKET", epoch, name, home, req);
-        add.set("key", &*t.key);
-        add.set_u64("number", t.number);
-        put_kind(&mut add, &t.kind);
-        let mut activate = ticket_msg("ACTIVATELOCK", epoch, name, home, req);
-        activate.set_u64("fence", fence);
-        self.tell(untold, add);
-        self.tell(rest, activate);
+        let at = TicketAt {
+            epoch,
+            object: name.clone(),
+            home: home.clone(),
+            req,
+        };
+        let add = PeerMsg::AddTicket {
+            at: at.clone(),
+            key: t.key.to_string(),
+            number: t.number,
+            kind: t.kind,
+        };
+        self.send(To::Leaders(untold), add);
+        self.send(To::Leaders(rest), PeerMsg::ActivateLock { at, fence });
         true
     }
 
@@ -648,18 +648,20 @@ impl Core {
             }
             let state = (l.objects.get(&**name))
                 .and_then(|o| o.find(home, *req).map(|p| o.tickets[p].state));
+            let at = || TicketAt {
+                epoch,
+                object: name.clone(),
+                home: home.clone(),
+                req: *req,
+            };
             match state {
-                Some(LState::Held { fence }) => {
-                    let mut m = ticket_msg("LOCKED", epoch, name, home, *req);
-                    m.set_u64("fence", fence);
-                    again.push(m);
-                }
-                Some(_) => again.push(ticket_msg("HASTICKET", epoch, name, home, *req)),
+                Some(LState::Held { fence }) => again.push(PeerMsg::Locked { at: at(), fence }),
+                Some(_) => again.push(PeerMsg::HasTicket(at())),
                 None => {}
             }
         }
         for m in again {
-            self.post(home, m);
+            self.send(To::Agent(home), m);
         }
     }
 

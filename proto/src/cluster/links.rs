@@ -6,11 +6,28 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::msg::{Bad, PeerMsg, Pong, Role};
 use super::{Contact, Id};
 use crate::core::{Core, InputError, Output};
 use crate::time::{Now, Time};
 use crate::vocab::PeerId;
 use crate::wire::Message;
+
+/// Where a peer message goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum To<'a> {
+    /// Over this link.
+    Link(PeerId),
+    /// To the agent with this id: over its link, or to this agent's own
+    /// other half (home and leader) after the current input. An `UNLOCK`
+    /// whose link is down waits for the link ([`Core::send_unsent`]);
+    /// anything else is dropped, since the protocol says again what
+    /// matters once the link is back.
+    Agent(&'a str),
+    /// To the leaders of the mask (bit i = leader i) other than this one,
+    /// over their links.
+    Leaders(u8),
+}
 
 /// Pings awaiting an answer on one link, at most.
 const MAX_PINGS: usize = 64;
@@ -74,7 +91,7 @@ impl Core {
         );
         if !closing {
             let started = self.lock_started(now);
-            self.send(peer, started);
+            self.send(To::Link(peer), started);
         }
         Ok(())
     }
@@ -97,7 +114,7 @@ impl Core {
         &mut self,
         now: Now,
         peer: PeerId,
-        msg: Message,
+        mut msg: Message,
     ) -> Result<(), InputError> {
         let Some(link) = self.cluster.links.get(&peer) else {
             return Err(InputError::UnknownPeer(peer));
@@ -116,92 +133,148 @@ impl Core {
         }
         // Any epoch a peer names, current or not, bounds the next one from
         // below (a conductor must draw past every epoch fences came from).
-        if let Some(epoch) = msg.get_str("epoch").and_then(|v| v.parse().ok()) {
+        if let Some(epoch) = msg.get("epoch").and_then(crate::vocab::parse_u64) {
             self.note_epoch_seen(now, epoch);
             // Every `epoch=` a peer sends is the one it is in: one later
             // than the locks were carried from says it left that epoch.
             self.cluster.carried.left(addr, epoch, now.mono);
         }
-        let result = match (msg.command.as_str(), from) {
-            ("LOCKSTARTED", _) => self.on_started(now, peer, &msg),
-            ("LOCKPING", _) => {
-                self.on_ping(now, peer, &msg);
+        let result = match PeerMsg::parse(&mut msg) {
+            Ok(Some(m)) => self.dispatch(now, peer, from, m),
+            Ok(None) => {
+                log::debug!("unknown peer command {} ignored", msg.command);
                 Ok(())
             }
-            (_, None) => Err(super::wire::Bad("LOCKSTARTED first")),
-            ("LOCKPONG", Some(from)) => self.on_pong(now, peer, &from, &msg),
-            ("LOCKLEADERS", Some(_)) => self.on_leaders(now, &msg),
-            ("LOCKTICKETS", Some(from)) => self.on_tickets(now, &from, &msg),
-            (cmd, Some(from)) => self.on_lock_message(now, &from, cmd, &msg),
+            Err(bad) => Err(bad),
         };
-        if let Err(super::wire::Bad(what)) = result {
-            let name = self
-                .cluster
-                .links
-                .get(&peer)
-                .map_or("?", |l| l.name.as_str());
+        if let Err(Bad(what)) = result {
             log::warn!("{} from {name} dropped: bad or missing {what}", msg.command);
         }
         Ok(())
     }
 
-    pub(crate) fn send(&mut self, peer: PeerId, msg: Message) {
-        self.out.push_back(Output::PeerSend { peer, msg });
-    }
-
-    /// Sends to the agent with id `id`, if a link to it is up.
-    pub(crate) fn send_to(&mut self, id: &str, msg: Message) -> bool {
-        match self.cluster.link_of(id) {
-            Some(peer) => {
-                self.send(peer, msg);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn on_ping(&mut self, now: Now, peer: PeerId, msg: &Message) {
-        let Some(serial) = msg.get("serial") else {
-            return;
-        };
-        let asker = self.cluster.links.get(&peer).and_then(|l| l.id.clone());
-        let active = asker.is_some_and(|a| self.answers_active(&a));
-        let mut pong = Message::new("LOCKPONG").with("serial", serial);
-        pong.set_u64("epoch", self.cluster.epoch);
-        pong.set_u64("view", self.cluster.view);
-        pong.set_u64("wall", now.wall.0 / 1000);
-        pong.set("active", if active { "1" } else { "0" });
-        pong.set_u64("links", self.cluster.links_mask());
-        // What is left of this leader's lock-delay: the homes that are
-        // not leaders learn from it that nothing can be granted yet.
-        let delay_until = self.cluster.leading.as_ref().and_then(|l| l.delay_until);
-        if let Some(left) = delay_until.map(|d| d.saturating_since(now.mono)) {
-            if !left.is_zero() {
-                pong.set_u64("delay", left.as_micros() as u64);
-            }
-        }
-        self.send(peer, pong);
-    }
-
-    fn on_pong(
+    /// Hands a message from link `peer` (agent `from`, once it said who
+    /// it is) to the part it is for.
+    fn dispatch(
         &mut self,
         now: Now,
         peer: PeerId,
-        from: &Id,
-        msg: &Message,
-    ) -> Result<(), super::wire::Bad> {
-        let serial = super::wire::u64_of(msg, "serial")?;
-        let epoch = super::wire::u64_of(msg, "epoch")?;
-        let active = msg.get("active") == Some(b"1");
-        let view = msg
-            .get_str("view")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        from: Option<Id>,
+        m: PeerMsg,
+    ) -> Result<(), Bad> {
+        match (m, from) {
+            (PeerMsg::Started(s), _) => self.on_started(now, peer, s),
+            (PeerMsg::Ping { serial }, _) => {
+                self.on_ping(now, peer, serial);
+                Ok(())
+            }
+            (_, None) => Err(Bad("LOCKSTARTED first")),
+            (PeerMsg::Pong(p), Some(from)) => {
+                self.on_pong(now, peer, &from, &p);
+                Ok(())
+            }
+            (m, Some(from)) => self.on_agent_message(now, &from, m),
+        }
+    }
+
+    /// A message of agent `from` (another, or this one to itself) for the
+    /// election, the handover, or the lock protocol.
+    pub(crate) fn on_agent_message(&mut self, now: Now, from: &Id, m: PeerMsg) -> Result<(), Bad> {
+        match m.role() {
+            Role::Link => Ok(()),
+            Role::Election => match m {
+                PeerMsg::Leaders { epoch, leaders } => {
+                    self.on_leaders(now, epoch, leaders);
+                    Ok(())
+                }
+                _ => Ok(()),
+            },
+            Role::Handover => match m {
+                PeerMsg::Tickets { epoch, part } => self.on_tickets(now, from, epoch, part),
+                _ => Ok(()),
+            },
+            Role::Leader | Role::Home => self.on_lock_message(now, from, m),
+        }
+    }
+
+    /// Sends `msg` where `to` says.
+    pub(crate) fn send(&mut self, to: To<'_>, msg: PeerMsg) {
+        match to {
+            To::Link(peer) => self.out.push_back(Output::PeerSend {
+                peer,
+                msg: msg.encode(),
+            }),
+            To::Agent(id) if *id == *self.cluster.me => self.cluster.local.push_back(msg),
+            To::Agent(id) => match self.cluster.link_of(id) {
+                Some(peer) => self.send(To::Link(peer), msg),
+                // A release must reach its owner: it goes when the link is
+                // up again (in this epoch; a new one's state follows the
+                // home's report). Bounded like the tickets it releases.
+                None if matches!(msg, PeerMsg::Unlock { .. })
+                    && self.cluster.unsent.len() < self.config.max_tickets =>
+                {
+                    self.cluster.unsent.push((Id::from(id), msg));
+                }
+                None => {}
+            },
+            To::Leaders(mask) => {
+                let c = &self.cluster;
+                let mut peers: Vec<PeerId> = (c.leaders.iter().enumerate())
+                    .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
+                    .filter_map(|(_, l)| c.link_of(l))
+                    .collect();
+                let Some(last) = peers.pop() else { return };
+                let msg = msg.encode();
+                for peer in peers {
+                    self.out.push_back(Output::PeerSend {
+                        peer,
+                        msg: msg.clone(),
+                    });
+                }
+                self.out.push_back(Output::PeerSend { peer: last, msg });
+            }
+        }
+    }
+
+    /// The link to `id` is up: the releases that waited for it go.
+    pub(crate) fn send_unsent(&mut self, id: &Id) {
+        if !self.cluster.unsent.iter().any(|(to, _)| to == id) {
+            return;
+        }
+        let all = std::mem::take(&mut self.cluster.unsent);
+        let (mine, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(|(to, _)| to == id);
+        self.cluster.unsent = rest;
+        for (_, m) in mine {
+            self.send(To::Agent(id), m);
+        }
+    }
+
+    fn on_ping(&mut self, now: Now, peer: PeerId, serial: u64) {
+        let asker = self.cluster.links.get(&peer).and_then(|l| l.id.clone());
+        let active = asker.is_some_and(|a| self.answers_active(&a));
+        // What is left of this leader's lock-delay: the homes that are
+        // not leaders learn from it that nothing can be granted yet.
+        let delay_until = self.cluster.leading.as_ref().and_then(|l| l.delay_until);
+        let delay_us = delay_until.map_or(0, |d| d.saturating_since(now.mono).as_micros() as u64);
+        let pong = Pong {
+            serial,
+            epoch: self.cluster.epoch,
+            view: self.cluster.view,
+            wall_ms: Some(now.wall.0 / 1000),
+            active,
+            links: Some(self.cluster.links_mask()),
+            delay_us,
+        };
+        self.send(To::Link(peer), PeerMsg::Pong(pong));
+    }
+
+    fn on_pong(&mut self, now: Now, peer: PeerId, from: &Id, p: &Pong) {
+        let (serial, epoch, active, view) = (p.serial, p.epoch, p.active, p.view);
         // How far its wall clock is ahead of ours (ms; the answer's delay
         // makes it look a little behind).
         let link = self.cluster.links.get_mut(&peer).expect("link is up");
-        link.ahead = wall_ahead(now, msg);
-        if let Some(mask) = msg.get_str("links").and_then(|v| v.parse().ok()) {
+        link.ahead = wall_ahead(now, p.wall_ms);
+        if let Some(mask) = p.links {
             let addr = link.addr;
             // Only while some lost link is presumed to be redialling can
             // this pong change anything: it may confirm that member gone.
@@ -222,7 +295,7 @@ impl Core {
                 break;
             }
         }
-        let Some(sent) = sent else { return Ok(()) };
+        let Some(sent) = sent else { return };
         let c = self.cluster.contact.entry(from.clone()).or_insert(Contact {
             sent,
             epoch,
@@ -241,16 +314,11 @@ impl Core {
         }
         let acting_here = active && c.in_view(self.cluster.epoch, self.cluster.view);
         // Counted from its arrival: never shorter than what is left.
-        c.delay_until = msg
-            .get_str("delay")
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|d| *d > 0)
-            .map(|d| now.mono + Duration::from_micros(d));
+        c.delay_until = (p.delay_us > 0).then(|| now.mono + Duration::from_micros(p.delay_us));
         self.note_epoch_seen(now, epoch);
         if acting_here {
             self.state_received(from);
         }
-        Ok(())
     }
 
     /// Every `ping_interval`: ping every link, close silent ones, unless
@@ -294,9 +362,7 @@ impl Core {
                 link.pings.pop_front();
             }
             link.pings.push_back((serial, now.mono));
-            let mut ping = Message::new("LOCKPING");
-            ping.set_u64("serial", serial);
-            self.send(peer, ping);
+            self.send(To::Link(peer), PeerMsg::Ping { serial });
         }
     }
 
@@ -395,11 +461,9 @@ impl Core {
 /// How far the sender's wall clock (`wall=`, ms) is ahead of ours; never
 /// more than [`MAX_EPOCH_AHEAD`](super::persist::MAX_EPOCH_AHEAD) (a
 /// message saying more is refused before it gets here).
-pub(crate) fn wall_ahead(now: Now, msg: &Message) -> u64 {
-    msg.get_str("wall")
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(0, |w| {
-            w.min(super::persist::epoch_limit(now))
-                .saturating_sub(now.wall.0 / 1000)
-        })
+pub(crate) fn wall_ahead(now: Now, wall_ms: Option<u64>) -> u64 {
+    wall_ms.map_or(0, |w| {
+        w.min(super::persist::epoch_limit(now))
+            .saturating_sub(now.wall.0 / 1000)
+    })
 }

@@ -8,9 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use super::Id;
 use super::votes::Ballot;
 use crate::time::Time;
-use crate::vocab::Kind;
-use crate::vocab::ObjectName;
-use crate::wire::Message;
+use crate::vocab::{Kind, ObjectName};
 
 /// Where a ticket is, on a leader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,20 +246,6 @@ impl Leading {
         }
         Some(t)
     }
-}
-
-pub(super) fn ticket_msg(
-    command: &str,
-    epoch: u64,
-    object: &[u8],
-    home: &str,
-    req: u64,
-) -> Message {
-    let mut m = Message::new(command).with("object_name", object);
-    m.set_u64("epoch", epoch);
-    m.set("home", home);
-    m.set_u64("req", req);
-    m
 }
 
 #[cfg(test)]

@@ -17,11 +17,11 @@ mod leader;
 mod links;
 mod ltable;
 mod merge;
+pub(crate) mod msg;
 pub mod persist;
 mod status;
 mod votes;
 mod vouch;
-pub(crate) mod wire;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -178,20 +178,20 @@ pub(crate) struct Cluster {
     /// Collector: the state of this epoch as sent, and the leaders that
     /// have not answered as acting in it yet: each gets it again when its
     /// link comes up (it had no link, or lost part of the state).
-    pub state_pending: Option<(u64, Vec<Id>, Vec<crate::wire::Message>)>,
+    pub state_pending: Option<(u64, Vec<Id>, Vec<msg::PeerMsg>)>,
     /// Home: releases (`UNLOCK`) for owners of this epoch whose link was
     /// down, sent when it comes up.
-    pub unsent: Vec<(Id, crate::wire::Message)>,
+    pub unsent: Vec<(Id, msg::PeerMsg)>,
     /// When a link of this agent last came up (its peer's `LOCKSTARTED`).
     pub last_link_up: Option<Time>,
     /// When this agent last logged what the first election waits for.
     pub waiting_logged: Option<Time>,
     /// Messages of the current epoch that arrived before this leader was
     /// ready, replayed when it is.
-    pub early: Vec<(Id, crate::wire::Message)>,
+    pub early: Vec<(Id, msg::PeerMsg)>,
     /// Messages from this agent to itself (its home part to its leader
     /// part and back), delivered after the current input.
-    pub local: std::collections::VecDeque<crate::wire::Message>,
+    pub local: std::collections::VecDeque<msg::PeerMsg>,
     /// The epoch before the current one and its leaders, for the report.
     pub prev_epoch: u64,
     pub prev_leaders: Vec<Id>,

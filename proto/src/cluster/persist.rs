@@ -15,7 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::wire::Bad;
+use super::msg::Bad;
 use crate::core::{Core, Output};
 use crate::time::{Now, Time};
 use crate::wire::Message;

@@ -529,13 +529,8 @@ impl Core {
             let Some(msg) = self.cluster.local.pop_front() else {
                 break;
             };
-            let cmd = msg.command.clone();
-            let result = if cmd == "LOCKTICKETS" {
-                self.on_tickets(now, &me, &msg)
-            } else {
-                self.on_lock_message(now, &me, &cmd, &msg)
-            };
-            if let Err(crate::cluster::wire::Bad(what)) = result {
+            let cmd = msg.command();
+            if let Err(crate::cluster::msg::Bad(what)) = self.on_agent_message(now, &me, msg) {
                 log::error!("{cmd} to self dropped: bad or missing {what} (a bug)");
             }
         }

@@ -1,0 +1,967 @@
+//! The messages agents send each other, typed: one [`PeerMsg::parse`] and
+//! one [`PeerMsg::encode`], so handlers get fields, not parameters.
+//!
+//! A peer message that lacks a field or carries a bad one is dropped with a
+//! log line ([`Bad`] names the field): a peer is another snaplockd, so this
+//! is a bug or an attack, and neither may take the agent down. Numbers are
+//! plain decimal ([`parse_u64`]). Parameters unknown to a command are
+//! ignored, so a later version may add some.
+//!
+//! | command | role | what it says |
+//! |---|---|---|
+//! | `LOCKSTARTED` | links | who the sender is, its epoch and leaders |
+//! | `LOCKPING`, `LOCKPONG` | links | liveness, and whether it acts as a leader |
+//! | `LOCKLEADERS` | election | a new epoch and its leaders |
+//! | `LOCKTICKETS` | handover | reports, the state, late reports ([`Part`]) |
+//! | `LOCK`, `UNLOCK` | home → owner | a request of a client, its release |
+//! | `ADDTICKET`, `ACTIVATELOCK`, `DROPTICKET` | owner → followers | the replica, the vote asked |
+//! | `LOCKACTIVATED` | follower → owner | the vote |
+//! | `LOCKED`, `LOCKFAILED`, `HASTICKET` | owner → home | the grant, the refusal, the check |
+
+use std::time::Duration;
+
+use super::Id;
+use super::ids;
+use crate::vocab::{Kind, Mode, ObjectName, Policy, parse_u64};
+use crate::wire::Message;
+
+/// A required field was missing or bad: its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bad(pub &'static str);
+
+/// The most leaders an epoch has (`leader0` … `leader2`).
+pub(crate) const MAX_LEADERS: usize = 3;
+const LEADER_KEYS: [&str; MAX_LEADERS] = ["leader0", "leader1", "leader2"];
+const PREV_KEYS: [&str; MAX_LEADERS] = ["prev0", "prev1", "prev2"];
+
+/// Which part of the agent a message is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The link itself: who is at the other end, and liveness.
+    Link,
+    /// A new epoch.
+    Election,
+    /// Reports, the state, late reports.
+    Handover,
+    /// The leaders' tables: the owner and its followers.
+    Leader,
+    /// The agent a request came from.
+    Home,
+}
+
+/// A ticket of the leaders' tables: the request `req` of agent `home` on
+/// `object`, in `epoch`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TicketAt {
+    pub epoch: u64,
+    pub object: ObjectName,
+    pub home: Id,
+    pub req: u64,
+}
+
+/// `LOCKSTARTED`: the first line on a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Started {
+    /// The sender's id ([`ids::make_id`]).
+    pub id: Id,
+    pub server_name: String,
+    /// When it started, µs since the epoch of its wall clock.
+    pub start_us: u64,
+    /// Its wall clock, ms.
+    pub wall_ms: Option<u64>,
+    /// The largest epoch it heard of, adopted or not.
+    pub max_epoch: Option<u64>,
+    pub epoch: u64,
+    pub leaders: Vec<Id>,
+}
+
+/// `LOCKPONG`: the answer to a ping.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pong {
+    pub serial: u64,
+    pub epoch: u64,
+    /// The digest of its leaders of that epoch (0: none said).
+    pub view: u64,
+    pub wall_ms: Option<u64>,
+    /// It answers as an acting leader of `epoch`.
+    pub active: bool,
+    /// Bit i: it has a link up to member i.
+    pub links: Option<u64>,
+    /// What is left of its lock-delay, µs (0: none).
+    pub delay_us: u64,
+}
+
+/// The first line of a report (`part=begin`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ReportBegin {
+    pub prev_epoch: u64,
+    pub prev_leaders: Vec<Id>,
+    /// The last epoch the sender was a ready leader of (0: none).
+    pub ready_epoch: u64,
+    /// The largest fence it knows of.
+    pub floor: u64,
+    /// What was left of its lock-delay, µs.
+    pub delay_left_us: u64,
+    /// How long it has been up, µs.
+    pub up_us: u64,
+    /// The serial of the collector's own report.
+    pub own: Option<u64>,
+}
+
+/// A line of tickets: `n` of them, in the batch codec (`batch.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Tickets {
+    pub n: u64,
+    pub records: Vec<u8>,
+}
+
+/// The parts of `LOCKTICKETS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// A report to the collector: its first line.
+    ReportBegin(ReportBegin),
+    /// The tickets the sender has as a leader (`leader`) or as a home
+    /// (`home`).
+    Report { as_leader: bool, tickets: Tickets },
+    /// The last line of a report, with the count of its lines.
+    ReportEnd { count: u64 },
+    /// The state, from the collector: its fence base and lock-delay.
+    StateBegin { base: u64, delay: Duration },
+    /// Tickets of the state.
+    State(Tickets),
+    /// An agent whose report the state counts.
+    Reporter { id: Id },
+    /// The last line of the state.
+    StateEnd { count: u64 },
+    /// A late report passed on by the collector: whose.
+    LateBegin { id: Id },
+    /// Its tickets.
+    Late(Tickets),
+    /// Its last line.
+    LateEnd { id: Id, count: u64 },
+}
+
+impl Part {
+    fn name(&self) -> &'static str {
+        match self {
+            Part::ReportBegin(_) => "begin",
+            Part::Report {
+                as_leader: true, ..
+            } => "leader",
+            Part::Report {
+                as_leader: false, ..
+            } => "home",
+            Part::ReportEnd { .. } => "end",
+            Part::StateBegin { .. } => "state-begin",
+            Part::State(_) => "state",
+            Part::Reporter { .. } => "reporter",
+            Part::StateEnd { .. } => "state-end",
+            Part::LateBegin { .. } => "late-begin",
+            Part::Late(_) => "late",
+            Part::LateEnd { .. } => "late-end",
+        }
+    }
+
+    /// Whether it belongs to a report to the collector (else to what the
+    /// collector sends).
+    pub fn is_report(&self) -> bool {
+        matches!(
+            self,
+            Part::ReportBegin(_) | Part::Report { .. } | Part::ReportEnd { .. }
+        )
+    }
+}
+
+/// `LOCK` from a home to the owner of the object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Lock {
+    pub epoch: u64,
+    pub object: ObjectName,
+    pub req: u64,
+    pub key: String,
+    pub kind: Kind,
+    /// `try=true`: refused at once when it cannot be granted now.
+    pub try_once: bool,
+}
+
+/// A message between agents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum PeerMsg {
+    Started(Started),
+    Ping {
+        serial: u64,
+    },
+    Pong(Pong),
+    Leaders {
+        epoch: u64,
+        leaders: Vec<Id>,
+    },
+    Tickets {
+        epoch: u64,
+        part: Part,
+    },
+    Lock(Lock),
+    /// The home released or cancelled its request.
+    Unlock {
+        epoch: u64,
+        object: ObjectName,
+        req: u64,
+    },
+    /// The owner's new ticket, for its followers' replicas.
+    AddTicket {
+        at: TicketAt,
+        key: String,
+        number: u64,
+        kind: Kind,
+    },
+    /// The owner asks for a vote on the grant with `fence`.
+    ActivateLock {
+        at: TicketAt,
+        fence: u64,
+    },
+    /// A follower's vote; `other` names the ticket it voted for that
+    /// stands in the way of this one.
+    LockActivated {
+        at: TicketAt,
+        fence: u64,
+        ok: bool,
+        other: Option<(Id, u64)>,
+    },
+    /// The owner drops a ticket from its followers' replicas.
+    DropTicket(TicketAt),
+    /// The grant, to the home.
+    Locked {
+        at: TicketAt,
+        fence: u64,
+    },
+    /// The refusal, to the home: `error` is one of the protocol's.
+    LockFailed {
+        at: TicketAt,
+        error: &'static str,
+        description: String,
+    },
+    /// The owner asks whether the home still has this request.
+    HasTicket(TicketAt),
+}
+
+impl PeerMsg {
+    /// Which part of the agent handles it.
+    pub fn role(&self) -> Role {
+        match self {
+            PeerMsg::Started(_) | PeerMsg::Ping { .. } | PeerMsg::Pong(_) => Role::Link,
+            PeerMsg::Leaders { .. } => Role::Election,
+            PeerMsg::Tickets { .. } => Role::Handover,
+            PeerMsg::Lock(_)
+            | PeerMsg::Unlock { .. }
+            | PeerMsg::AddTicket { .. }
+            | PeerMsg::ActivateLock { .. }
+            | PeerMsg::LockActivated { .. }
+            | PeerMsg::DropTicket(_) => Role::Leader,
+            PeerMsg::Locked { .. } | PeerMsg::LockFailed { .. } | PeerMsg::HasTicket(_) => {
+                Role::Home
+            }
+        }
+    }
+
+    /// The epoch it is about, when it names one.
+    pub fn epoch(&self) -> Option<u64> {
+        match self {
+            PeerMsg::Started(s) => Some(s.epoch),
+            PeerMsg::Ping { .. } => None,
+            PeerMsg::Pong(p) => Some(p.epoch),
+            PeerMsg::Leaders { epoch, .. }
+            | PeerMsg::Tickets { epoch, .. }
+            | PeerMsg::Unlock { epoch, .. } => Some(*epoch),
+            PeerMsg::Lock(l) => Some(l.epoch),
+            PeerMsg::AddTicket { at, .. }
+            | PeerMsg::ActivateLock { at, .. }
+            | PeerMsg::LockActivated { at, .. }
+            | PeerMsg::DropTicket(at)
+            | PeerMsg::Locked { at, .. }
+            | PeerMsg::LockFailed { at, .. }
+            | PeerMsg::HasTicket(at) => Some(at.epoch),
+        }
+    }
+
+    /// The command it is sent as.
+    pub fn command(&self) -> &'static str {
+        match self {
+            PeerMsg::Started(_) => "LOCKSTARTED",
+            PeerMsg::Ping { .. } => "LOCKPING",
+            PeerMsg::Pong(_) => "LOCKPONG",
+            PeerMsg::Leaders { .. } => "LOCKLEADERS",
+            PeerMsg::Tickets { .. } => "LOCKTICKETS",
+            PeerMsg::Lock(_) => "LOCK",
+            PeerMsg::Unlock { .. } => "UNLOCK",
+            PeerMsg::AddTicket { .. } => "ADDTICKET",
+            PeerMsg::ActivateLock { .. } => "ACTIVATELOCK",
+            PeerMsg::LockActivated { .. } => "LOCKACTIVATED",
+            PeerMsg::DropTicket(_) => "DROPTICKET",
+            PeerMsg::Locked { .. } => "LOCKED",
+            PeerMsg::LockFailed { .. } => "LOCKFAILED",
+            PeerMsg::HasTicket(_) => "HASTICKET",
+        }
+    }
+
+    /// Reads a message, taking its values out of `m`; `Ok(None)` for a
+    /// command this version does not know (ignored, for a later version's
+    /// sake).
+    pub fn parse(m: &mut Message) -> Result<Option<PeerMsg>, Bad> {
+        let msg = match m.command.as_str() {
+            "LOCKSTARTED" => PeerMsg::Started(Started {
+                id: id(m, "lockid")?,
+                server_name: m.get_str("server_name").unwrap_or_default().to_owned(),
+                start_us: opt_u64(m, "starttime")?.unwrap_or(0),
+                wall_ms: opt_u64(m, "wall")?,
+                max_epoch: opt_u64(m, "max_epoch")?,
+                epoch: num(m, "epoch")?,
+                leaders: leaders(m)?,
+            }),
+            "LOCKPING" => PeerMsg::Ping {
+                serial: num(m, "serial")?,
+            },
+            "LOCKPONG" => PeerMsg::Pong(Pong {
+                serial: num(m, "serial")?,
+                epoch: num(m, "epoch")?,
+                view: opt_u64(m, "view")?.unwrap_or(0),
+                wall_ms: opt_u64(m, "wall")?,
+                active: m.get("active") == Some(b"1"),
+                links: opt_u64(m, "links")?,
+                delay_us: opt_u64(m, "delay")?.unwrap_or(0),
+            }),
+            "LOCKLEADERS" => {
+                let leaders = leaders(m)?;
+                if leaders.is_empty() {
+                    return Err(Bad("leader0"));
+                }
+                PeerMsg::Leaders {
+                    epoch: num(m, "epoch")?,
+                    leaders,
+                }
+            }
+            "LOCKTICKETS" => PeerMsg::Tickets {
+                epoch: num(m, "epoch")?,
+                part: part(m)?,
+            },
+            "LOCK" => PeerMsg::Lock(Lock {
+                epoch: num(m, "epoch")?,
+                object: object(m)?,
+                req: num(m, "req")?,
+                key: text(m, "key")?,
+                kind: kind_of(m)?,
+                try_once: m.get("try") == Some(b"true"),
+            }),
+            "UNLOCK" => PeerMsg::Unlock {
+                epoch: num(m, "epoch")?,
+                object: object(m)?,
+                req: num(m, "req")?,
+            },
+            "ADDTICKET" => PeerMsg::AddTicket {
+                at: ticket_at(m)?,
+                key: text(m, "key")?,
+                number: num(m, "number")?,
+                kind: kind_of(m)?,
+            },
+            "ACTIVATELOCK" => PeerMsg::ActivateLock {
+                at: ticket_at(m)?,
+                fence: num(m, "fence")?,
+            },
+            "LOCKACTIVATED" => {
+                let other = match (m.get("other_home"), m.get("other_req")) {
+                    (Some(_), Some(r)) => {
+                        let r = parse_u64(r).ok_or(Bad("other_req"))?;
+                        Some((id_text(m, "other_home")?, r))
+                    }
+                    _ => None,
+                };
+                PeerMsg::LockActivated {
+                    at: ticket_at(m)?,
+                    fence: num(m, "fence")?,
+                    ok: m.get("ok") == Some(b"true"),
+                    other,
+                }
+            }
+            "DROPTICKET" => PeerMsg::DropTicket(ticket_at(m)?),
+            "LOCKED" => PeerMsg::Locked {
+                at: ticket_at(m)?,
+                fence: num(m, "fence")?,
+            },
+            "LOCKFAILED" => PeerMsg::LockFailed {
+                at: ticket_at(m)?,
+                error: match m.get("error") {
+                    Some(b"busy") => "busy",
+                    Some(b"overflow") => "overflow",
+                    Some(b"invalid") => "invalid",
+                    Some(b"duplicate") => "duplicate",
+                    _ => "unavailable",
+                },
+                description: m
+                    .get_str("description")
+                    .unwrap_or("refused by the leaders")
+                    .to_owned(),
+            },
+            "HASTICKET" => PeerMsg::HasTicket(ticket_at(m)?),
+            _ => return Ok(None),
+        };
+        Ok(Some(msg))
+    }
+
+    /// The message as it goes on the wire.
+    pub fn encode(&self) -> Message {
+        let mut m = Message::new(self.command());
+        match self {
+            PeerMsg::Started(s) => {
+                m.set("lockid", &*s.id);
+                m.set("server_name", &s.server_name);
+                m.set_u64("starttime", s.start_us);
+                if let Some(w) = s.wall_ms {
+                    m.set_u64("wall", w);
+                }
+                if let Some(e) = s.max_epoch {
+                    m.set_u64("max_epoch", e);
+                }
+                m.set_u64("epoch", s.epoch);
+                put_ids(&mut m, LEADER_KEYS, &s.leaders);
+            }
+            PeerMsg::Ping { serial } => m.set_u64("serial", *serial),
+            PeerMsg::Pong(p) => {
+                m.set_u64("serial", p.serial);
+                m.set_u64("epoch", p.epoch);
+                m.set_u64("view", p.view);
+                if let Some(w) = p.wall_ms {
+                    m.set_u64("wall", w);
+                }
+                m.set("active", if p.active { "1" } else { "0" });
+                if let Some(links) = p.links {
+                    m.set_u64("links", links);
+                }
+                if p.delay_us > 0 {
+                    m.set_u64("delay", p.delay_us);
+                }
+            }
+            PeerMsg::Leaders { epoch, leaders } => {
+                m.set_u64("epoch", *epoch);
+                put_ids(&mut m, LEADER_KEYS, leaders);
+            }
+            PeerMsg::Tickets { epoch, part } => {
+                m.set("part", part.name());
+                m.set_u64("epoch", *epoch);
+                put_part(&mut m, part);
+            }
+            PeerMsg::Lock(l) => {
+                m.set("object_name", &*l.object);
+                m.set_u64("epoch", l.epoch);
+                m.set_u64("req", l.req);
+                m.set("key", &l.key);
+                put_kind(&mut m, &l.kind);
+                if l.try_once {
+                    m.set("try", "true");
+                }
+            }
+            PeerMsg::Unlock { epoch, object, req } => {
+                m.set("object_name", &**object);
+                m.set_u64("epoch", *epoch);
+                m.set_u64("req", *req);
+            }
+            PeerMsg::AddTicket {
+                at,
+                key,
+                number,
+                kind,
+            } => {
+                put_ticket_at(&mut m, at);
+                m.set("key", key);
+                m.set_u64("number", *number);
+                put_kind(&mut m, kind);
+            }
+            PeerMsg::ActivateLock { at, fence } | PeerMsg::Locked { at, fence } => {
+                put_ticket_at(&mut m, at);
+                m.set_u64("fence", *fence);
+            }
+            PeerMsg::LockActivated {
+                at,
+                fence,
+                ok,
+                other,
+            } => {
+                put_ticket_at(&mut m, at);
+                m.set_u64("fence", *fence);
+                m.set("ok", if *ok { "true" } else { "false" });
+                if let Some((home, req)) = other {
+                    m.set("other_home", &**home);
+                    m.set_u64("other_req", *req);
+                }
+            }
+            PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => put_ticket_at(&mut m, at),
+            PeerMsg::LockFailed {
+                at,
+                error,
+                description,
+            } => {
+                put_ticket_at(&mut m, at);
+                m.set("error", error);
+                m.set("description", description);
+            }
+        }
+        m
+    }
+}
+
+fn num(m: &Message, name: &'static str) -> Result<u64, Bad> {
+    m.get(name).and_then(parse_u64).ok_or(Bad(name))
+}
+
+fn opt_u64(m: &Message, name: &'static str) -> Result<Option<u64>, Bad> {
+    m.get(name)
+        .map(|v| parse_u64(v).ok_or(Bad(name)))
+        .transpose()
+}
+
+fn text(m: &mut Message, name: &'static str) -> Result<String, Bad> {
+    m.remove(name)
+        .and_then(|v| String::from_utf8(v).ok())
+        .ok_or(Bad(name))
+}
+
+/// Any text, as an id (the home of a ticket, as the owner named it).
+fn id_text(m: &mut Message, name: &'static str) -> Result<Id, Bad> {
+    text(m, name).map(Id::from)
+}
+
+/// An agent's id, checked.
+fn id(m: &mut Message, name: &'static str) -> Result<Id, Bad> {
+    let id = text(m, name)?;
+    ids::parse_id(&id).ok_or(Bad(name))?;
+    Ok(Id::from(id))
+}
+
+fn object(m: &mut Message) -> Result<ObjectName, Bad> {
+    m.remove("object_name")
+        .map(ObjectName::from)
+        .ok_or(Bad("object_name"))
+}
+
+fn ticket_at(m: &mut Message) -> Result<TicketAt, Bad> {
+    Ok(TicketAt {
+        epoch: num(m, "epoch")?,
+        object: object(m)?,
+        home: id_text(m, "home")?,
+        req: num(m, "req")?,
+    })
+}
+
+fn put_ticket_at(m: &mut Message, at: &TicketAt) {
+    m.set("object_name", &*at.object);
+    m.set_u64("epoch", at.epoch);
+    m.set("home", &*at.home);
+    m.set_u64("req", at.req);
+}
+
+/// The leaders an epoch names (`leader0`…), their ids checked.
+fn leaders(m: &mut Message) -> Result<Vec<Id>, Bad> {
+    let mut out = Vec::new();
+    for key in LEADER_KEYS {
+        if m.get(key).is_some() {
+            out.push(id(m, key).map_err(|_| Bad("leader"))?);
+        }
+    }
+    Ok(out)
+}
+
+/// The leaders of the previous epoch a report names (`prev0`…), as sent.
+fn prev_leaders(m: &mut Message) -> Result<Vec<Id>, Bad> {
+    let mut out = Vec::new();
+    for key in PREV_KEYS {
+        if m.get(key).is_some() {
+            out.push(id_text(m, key)?);
+        }
+    }
+    Ok(out)
+}
+
+fn put_ids(m: &mut Message, keys: [&'static str; MAX_LEADERS], ids: &[Id]) {
+    for (key, id) in keys.iter().zip(ids) {
+        m.set(key, &**id);
+    }
+}
+
+fn tickets(m: &mut Message) -> Result<Tickets, Bad> {
+    Ok(Tickets {
+        n: num(m, "n")?,
+        records: m.remove("tickets").ok_or(Bad("tickets"))?,
+    })
+}
+
+fn part(m: &mut Message) -> Result<Part, Bad> {
+    let name = m.remove("part").ok_or(Bad("part"))?;
+    Ok(match &name[..] {
+        b"begin" => Part::ReportBegin(ReportBegin {
+            prev_epoch: num(m, "prev_epoch")?,
+            prev_leaders: prev_leaders(m)?,
+            ready_epoch: num(m, "ready_epoch")?,
+            floor: num(m, "floor")?,
+            delay_left_us: opt_u64(m, "delay_left")?.unwrap_or(0),
+            up_us: opt_u64(m, "up")?.unwrap_or(0),
+            own: opt_u64(m, "own")?,
+        }),
+        b"leader" | b"home" => Part::Report {
+            as_leader: name == b"leader",
+            tickets: tickets(m)?,
+        },
+        b"end" => Part::ReportEnd {
+            count: num(m, "count")?,
+        },
+        b"state-begin" => Part::StateBegin {
+            base: num(m, "base")?,
+            delay: Duration::from_micros(num(m, "delay")?),
+        },
+        b"state" => Part::State(tickets(m)?),
+        b"reporter" => Part::Reporter {
+            id: id_text(m, "id")?,
+        },
+        b"state-end" => Part::StateEnd {
+            count: num(m, "count")?,
+        },
+        b"late-begin" => Part::LateBegin {
+            id: id_text(m, "id")?,
+        },
+        b"late" => Part::Late(tickets(m)?),
+        b"late-end" => Part::LateEnd {
+            id: id_text(m, "id")?,
+            count: num(m, "count")?,
+        },
+        _ => return Err(Bad("part")),
+    })
+}
+
+fn put_part(m: &mut Message, part: &Part) {
+    match part {
+        Part::ReportBegin(b) => {
+            m.set_u64("prev_epoch", b.prev_epoch);
+            put_ids(m, PREV_KEYS, &b.prev_leaders);
+            m.set_u64("ready_epoch", b.ready_epoch);
+            m.set_u64("floor", b.floor);
+            m.set_u64("up", b.up_us);
+            if b.delay_left_us > 0 {
+                m.set_u64("delay_left", b.delay_left_us);
+            }
+            if let Some(own) = b.own {
+                m.set_u64("own", own);
+            }
+        }
+        Part::Report { tickets, .. } | Part::State(tickets) | Part::Late(tickets) => {
+            m.set_u64("n", tickets.n);
+            m.set("tickets", &tickets.records);
+        }
+        Part::ReportEnd { count } | Part::StateEnd { count } => m.set_u64("count", *count),
+        Part::StateBegin { base, delay } => {
+            m.set_u64("base", *base);
+            m.set_u64(
+                "delay",
+                u64::try_from(delay.as_micros()).unwrap_or(u64::MAX),
+            );
+        }
+        Part::Reporter { id } | Part::LateBegin { id } => m.set("id", &**id),
+        Part::LateEnd { id, count } => {
+            m.set("id", &**id);
+            m.set_u64("count", *count);
+        }
+    }
+}
+
+/// Writes a ticket's kind.
+pub(crate) fn put_kind(msg: &mut Message, kind: &Kind) {
+    match kind.mode {
+        Mode::Exclusive => msg.set("mode", "exclusive"),
+        Mode::Shared => msg.set("mode", "shared"),
+    }
+    if let Some(limit) = kind.limit {
+        msg.set_u64("limit", u64::from(limit));
+    }
+    match kind.policy {
+        Policy::Hard => {}
+        Policy::Soft => msg.set("policy", "soft"),
+        Policy::Timed { quiet } => {
+            msg.set("policy", "timed");
+            msg.set_u64(
+                "quiet",
+                u64::try_from(quiet.as_micros()).unwrap_or(u64::MAX),
+            );
+        }
+    }
+}
+
+/// Reads what [`put_kind`] wrote.
+pub(crate) fn kind_of(msg: &Message) -> Result<Kind, Bad> {
+    let mode = match msg.get("mode") {
+        Some(b"shared") => Mode::Shared,
+        Some(b"exclusive") | None => Mode::Exclusive,
+        Some(_) => return Err(Bad("mode")),
+    };
+    let limit = match msg.get("limit") {
+        None => None,
+        Some(v) => Some(
+            parse_u64(v)
+                .and_then(|l| u32::try_from(l).ok())
+                .filter(|l| *l > 0)
+                .ok_or(Bad("limit"))?,
+        ),
+    };
+    let policy = match msg.get("policy") {
+        None | Some(b"hard") => Policy::Hard,
+        Some(b"soft") => Policy::Soft,
+        Some(b"timed") => Policy::Timed {
+            quiet: Duration::from_micros(num(msg, "quiet")?),
+        },
+        Some(_) => return Err(Bad("policy")),
+    };
+    Ok(Kind {
+        mode,
+        limit,
+        policy,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{encode_to_vec, parse};
+
+    const A: &str = "14|0000000001|127.0.0.1:4040|7|alpha";
+    const B: &str = "14|0000000002|127.0.0.1:4041|8|beta";
+
+    fn at() -> TicketAt {
+        TicketAt {
+            epoch: 7,
+            object: ObjectName::from(&b"a;b \"c\"\\d"[..]),
+            home: Id::from(B),
+            req: 42,
+        }
+    }
+
+    /// Encoded, written as a line, read back, parsed.
+    fn through_the_wire(m: &PeerMsg) -> PeerMsg {
+        let mut line = encode_to_vec(&m.encode());
+        assert_eq!(line.pop(), Some(b'\n'));
+        let mut wire = parse(&line).expect("a line");
+        PeerMsg::parse(&mut wire)
+            .expect("reads")
+            .expect("a known command")
+    }
+
+    fn every_kind_of_message() -> Vec<PeerMsg> {
+        let kind = Kind {
+            mode: Mode::Shared,
+            limit: Some(3),
+            policy: Policy::Timed {
+                quiet: Duration::from_millis(250),
+            },
+        };
+        let tickets = Tickets {
+            n: 2,
+            records: b"any bytes;\n at all".to_vec(),
+        };
+        let parts = vec![
+            Part::ReportBegin(ReportBegin {
+                prev_epoch: 6,
+                prev_leaders: vec![Id::from(A), Id::from(B)],
+                ready_epoch: 5,
+                floor: 1 << 40,
+                delay_left_us: 1_500_000,
+                up_us: 9,
+                own: Some(3),
+            }),
+            Part::ReportBegin(ReportBegin::default()),
+            Part::Report {
+                as_leader: true,
+                tickets: tickets.clone(),
+            },
+            Part::Report {
+                as_leader: false,
+                tickets: tickets.clone(),
+            },
+            Part::ReportEnd { count: 4 },
+            Part::StateBegin {
+                base: 7 << 20,
+                delay: Duration::from_secs(2),
+            },
+            Part::State(tickets.clone()),
+            Part::Reporter { id: Id::from(A) },
+            Part::StateEnd { count: 5 },
+            Part::LateBegin { id: Id::from(B) },
+            Part::Late(tickets),
+            Part::LateEnd {
+                id: Id::from(B),
+                count: 3,
+            },
+        ];
+        let mut all = vec![
+            PeerMsg::Started(Started {
+                id: Id::from(A),
+                server_name: "alpha".to_owned(),
+                start_us: 1_700_000_000_000_000,
+                wall_ms: Some(1_700_000_000_000),
+                max_epoch: Some(9),
+                epoch: 7,
+                leaders: vec![Id::from(A), Id::from(B)],
+            }),
+            PeerMsg::Ping { serial: 3 },
+            PeerMsg::Pong(Pong {
+                serial: 3,
+                epoch: 7,
+                view: u64::MAX,
+                wall_ms: Some(5),
+                active: true,
+                links: Some(0b101),
+                delay_us: 250,
+            }),
+            PeerMsg::Leaders {
+                epoch: 7,
+                leaders: vec![Id::from(B)],
+            },
+            PeerMsg::Lock(Lock {
+                epoch: 7,
+                object: ObjectName::from(&b"x"[..]),
+                req: 1,
+                key: "beta/123".to_owned(),
+                kind,
+                try_once: true,
+            }),
+            PeerMsg::Unlock {
+                epoch: 7,
+                object: ObjectName::from(&b"x"[..]),
+                req: 1,
+            },
+            PeerMsg::AddTicket {
+                at: at(),
+                key: "beta/1".to_owned(),
+                number: 2,
+                kind: Kind::EXCLUSIVE,
+            },
+            PeerMsg::ActivateLock {
+                at: at(),
+                fence: 99,
+            },
+            PeerMsg::LockActivated {
+                at: at(),
+                fence: 99,
+                ok: false,
+                other: Some((Id::from(A), 4)),
+            },
+            PeerMsg::LockActivated {
+                at: at(),
+                fence: 99,
+                ok: true,
+                other: None,
+            },
+            PeerMsg::DropTicket(at()),
+            PeerMsg::Locked {
+                at: at(),
+                fence: 99,
+            },
+            PeerMsg::LockFailed {
+                at: at(),
+                error: "busy",
+                description: "the object is locked".to_owned(),
+            },
+            PeerMsg::HasTicket(at()),
+        ];
+        all.extend(
+            parts
+                .into_iter()
+                .map(|part| PeerMsg::Tickets { epoch: 7, part }),
+        );
+        all
+    }
+
+    #[test]
+    fn every_message_reads_back_as_it_was_written() {
+        for m in every_kind_of_message() {
+            assert_eq!(through_the_wire(&m), m, "{}", m.encode());
+        }
+    }
+
+    #[test]
+    fn each_role_gets_its_own_messages() {
+        let roles: Vec<(&str, Role)> = every_kind_of_message()
+            .iter()
+            .map(|m| (m.command(), m.role()))
+            .collect();
+        for (command, role) in roles {
+            let want = match command {
+                "LOCKSTARTED" | "LOCKPING" | "LOCKPONG" => Role::Link,
+                "LOCKLEADERS" => Role::Election,
+                "LOCKTICKETS" => Role::Handover,
+                "LOCKED" | "LOCKFAILED" | "HASTICKET" => Role::Home,
+                _ => Role::Leader,
+            };
+            assert_eq!(role, want, "{command}");
+        }
+    }
+
+    fn read(line: &str) -> Result<Option<PeerMsg>, Bad> {
+        PeerMsg::parse(&mut parse(line.as_bytes()).expect("a line"))
+    }
+
+    #[test]
+    fn a_missing_or_bad_field_is_named() {
+        let cases = [
+            ("LOCKPING", "serial"),
+            ("LOCKPING serial=+5", "serial"),
+            ("LOCKPING serial=18446744073709551616", "serial"),
+            ("LOCKPONG serial=1", "epoch"),
+            ("LOCKPONG serial=1;epoch=2;delay=-1", "delay"),
+            ("LOCKLEADERS epoch=3", "leader0"),
+            ("LOCKLEADERS epoch=3;leader0=nobody", "leader"),
+            ("LOCKSTARTED epoch=3;lockid=not-an-id", "lockid"),
+            ("UNLOCK epoch=1;req=2", "object_name"),
+            ("ACTIVATELOCK epoch=1;object_name=o;home=h;req=2", "fence"),
+            (
+                "ADDTICKET epoch=1;object_name=o;home=h;req=2;key=k;number=1;mode=both",
+                "mode",
+            ),
+            (
+                "ADDTICKET epoch=1;object_name=o;home=h;req=2;key=k;number=1;limit=0",
+                "limit",
+            ),
+            (
+                "LOCKACTIVATED epoch=1;object_name=o;home=h;req=2;fence=3;other_home=h;other_req=x",
+                "other_req",
+            ),
+            ("LOCKTICKETS epoch=1", "part"),
+            ("LOCKTICKETS epoch=1;part=middle", "part"),
+            ("LOCKTICKETS epoch=1;part=state;n=1", "tickets"),
+            (
+                "LOCKTICKETS epoch=1;part=begin;prev_epoch=1;ready_epoch=1",
+                "floor",
+            ),
+        ];
+        for (line, field) in cases {
+            assert_eq!(read(line), Err(Bad(field)), "{line}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_command_is_ignored_and_unknown_fields_too() {
+        assert_eq!(read("LOCKGOSSIP epoch=1"), Ok(None));
+        let got = read("LOCKPING serial=4;colour=blue").expect("reads");
+        assert_eq!(got, Some(PeerMsg::Ping { serial: 4 }));
+    }
+
+    #[test]
+    fn a_refusal_keeps_only_the_protocols_errors() {
+        let got = read("LOCKFAILED epoch=1;object_name=o;home=h;req=2;error=weird")
+            .expect("reads")
+            .expect("known");
+        let PeerMsg::LockFailed {
+            error, description, ..
+        } = got
+        else {
+            panic!("{got:?}");
+        };
+        assert_eq!(
+            (error, description.as_str()),
+            ("unavailable", "refused by the leaders")
+        );
+    }
+}
