@@ -101,7 +101,7 @@ impl Core {
     /// became ready).
     pub(crate) fn maybe_elect(&mut self, now: Now) {
         let c = &self.cluster;
-        if !c.multi || self.stopping {
+        if !self.authority.is_cluster() || self.stopping {
             return;
         }
         let Some(my_addr) = c.addr else { return };

@@ -63,7 +63,7 @@ impl Core {
             return Err(InputError::PeerAlreadyUp(peer));
         }
         let c = &self.cluster;
-        let why = if !c.multi {
+        let why = if !self.authority.is_cluster() {
             Some("this agent is not in a cluster")
         } else if !c.members.contains(&addr) || Some(addr) == c.addr {
             Some("its address is not another member's")

@@ -91,8 +91,6 @@ pub(crate) struct Submitted {
 #[derive(Debug)]
 pub(crate) struct Cluster {
     pub cfg: ClusterConfig,
-    /// More than one member: otherwise the core decides alone.
-    pub multi: bool,
     pub me: Id,
     pub name: String,
     pub addr: Option<SocketAddr>,
@@ -200,7 +198,6 @@ pub(crate) struct Cluster {
 impl Cluster {
     pub fn new(cfg: &ClusterConfig, name: &str, now: Now) -> Cluster {
         let members = cfg.members();
-        let multi = cfg.is_multi();
         let n = members.len().max(1);
         let mut rng = ids::SplitMix64::new(cfg.seed);
         let kept = if cfg.plant == Plant::IgnorePersisted {
@@ -218,7 +215,6 @@ impl Cluster {
         .into();
         Cluster {
             cfg: cfg.clone(),
-            multi,
             me,
             name: name.to_owned(),
             addr: cfg.listen,

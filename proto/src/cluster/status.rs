@@ -90,7 +90,7 @@ impl Core {
             return Some("the agent is stopping".to_owned());
         }
         let c = &self.cluster;
-        if !c.multi {
+        if !self.authority.is_cluster() {
             return None;
         }
         let now = self.last_now;
@@ -140,7 +140,7 @@ impl Core {
     /// quorum.)
     pub(crate) fn waiting_for(&self) -> Vec<SocketAddr> {
         let c = &self.cluster;
-        if !c.multi || !c.leaders.is_empty() {
+        if !self.authority.is_cluster() || !c.leaders.is_empty() {
             return Vec::new();
         }
         let up: Vec<SocketAddr> = c

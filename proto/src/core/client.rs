@@ -138,7 +138,7 @@ impl Core {
                     }
                 }
                 reply.set("reply_timestamp", now.wall.to_wire());
-                if self.cluster.multi {
+                if self.authority.is_cluster() {
                     // How long this agent's locks are guaranteed from now:
                     // a holder that hears nothing newer must stop by then
                     // (docs/cluster.md: the holder's side of the lease).
@@ -217,7 +217,7 @@ impl Core {
             let why = Refusal::new("overflow", "the agent holds its maximum number of tickets");
             return self.refuse(client, &req.target, Some(&key), &why);
         }
-        if req.try_once && self.cluster.multi {
+        if req.try_once && self.authority.is_cluster() {
             // Never waits: when nothing could grant it now (no leaders or
             // no contact, its owner not acting, a lock-delay), it says so
             // at once; `busy` only ever means a holder.
@@ -248,7 +248,7 @@ impl Core {
             .expect("open")
             .tickets
             .insert(id, name.clone());
-        if self.cluster.multi {
+        if self.authority.is_cluster() {
             // The owner leader decides, `busy` included.
             self.home_submit(now, &name, id);
             return;
@@ -352,7 +352,7 @@ impl Core {
         let object = &self.table.objects[&name];
         let t = &object.tickets[object.position(id).expect("found")];
         let key = t.key.clone();
-        if self.cluster.multi && t.state.is_held() && !self.in_contact_now() {
+        if self.authority.is_cluster() && t.state.is_held() && !self.in_contact_now() {
             // Out of contact with the leaders: this agent is about to
             // revoke, so it promises nothing longer.
             let why = Refusal::new("unavailable", "no contact with a majority of leaders");
@@ -451,7 +451,7 @@ impl Core {
         let s = self.status();
         let name = &self.config.server_name;
         let c = &self.cluster;
-        let (leaders, connected, size, quorum, epoch) = if c.multi {
+        let (leaders, connected, size, quorum, epoch) = if self.authority.is_cluster() {
             let leaders: Vec<&str> = c
                 .leaders
                 .iter()
@@ -466,7 +466,7 @@ impl Core {
                 c.epoch,
             )
         } else {
-            (name.clone(), 1, 1, 1, self.solo_epoch)
+            (name.clone(), 1, 1, 1, self.epoch_to_keep())
         };
         let mut msg = Message::new("STATUS")
             .with("server_name", name)

@@ -237,6 +237,28 @@ pub struct Status {
     pub grants: u64,
 }
 
+/// Who decides the requests of this agent's clients.
+#[derive(Debug)]
+pub(crate) enum Authority {
+    /// One computer alone: its own table decides, with fences above its
+    /// own epoch's base.
+    Solo {
+        /// Wall ms at start, never below the epoch of its record.
+        epoch: u64,
+        /// The last fence it granted with.
+        last_fence: u64,
+    },
+    /// A member of a cluster: the leader that owns an object decides.
+    Cluster,
+}
+
+impl Authority {
+    /// Whether the leaders of a cluster decide.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Authority::Cluster)
+    }
+}
+
 /// The sans-IO lock service of one computer.
 #[derive(Debug)]
 pub struct Core {
@@ -246,9 +268,7 @@ pub struct Core {
     pub(crate) out: VecDeque<Output>,
     pub(crate) last_now: Time,
     next_ticket: u64,
-    last_fence: u64,
-    /// One computer alone: its epoch (wall ms at start) and fence base.
-    solo_epoch: u64,
+    pub(crate) authority: Authority,
     grants: u64,
     pub(crate) stopping: bool,
     pub(crate) cluster: crate::cluster::Cluster,
@@ -261,11 +281,13 @@ impl Core {
         let cluster = crate::cluster::Cluster::new(&config.cluster, &config.server_name, now);
         // Alone, the fences start above the record's too: a clock set back
         // across a restart must not make them go back.
-        let solo_epoch = (now.wall.0 / 1000).max(cluster.min_epoch).max(1);
-        let last_fence = if cluster.multi {
-            0
+        let authority = if config.cluster.is_multi() {
+            Authority::Cluster
         } else {
-            cluster.fence_floor
+            Authority::Solo {
+                epoch: (now.wall.0 / 1000).max(cluster.min_epoch).max(1),
+                last_fence: cluster.fence_floor,
+            }
         };
         let mut core = Core {
             config,
@@ -274,13 +296,12 @@ impl Core {
             out: VecDeque::new(),
             last_now: now.mono,
             next_ticket: 1,
-            last_fence,
-            solo_epoch,
+            authority,
             grants: 0,
             stopping: false,
             cluster,
         };
-        if !core.cluster.multi {
+        if !core.authority.is_cluster() {
             core.persist();
         }
         core
@@ -288,10 +309,9 @@ impl Core {
 
     /// The epoch on record: the cluster's, or this computer's alone.
     pub(crate) fn epoch_to_keep(&self) -> u64 {
-        if self.cluster.multi {
-            self.cluster.epoch
-        } else {
-            self.solo_epoch
+        match self.authority {
+            Authority::Solo { epoch, .. } => epoch,
+            Authority::Cluster => self.cluster.epoch,
         }
     }
 
@@ -388,7 +408,7 @@ impl Core {
             return Some(self.last_now); // more of what it sent itself
         }
         let table = self.table.next_timer();
-        if !self.cluster.multi || self.stopping {
+        if !self.authority.is_cluster() || self.stopping {
             return table;
         }
         let mut tick = self.cluster.next_tick;
@@ -422,7 +442,9 @@ impl Core {
         }
         self.last_now = now.mono;
         let c = &mut self.cluster;
-        if c.multi && now.mono.saturating_since(c.next_tick) > c.cfg.ping_interval {
+        if self.authority.is_cluster()
+            && now.mono.saturating_since(c.next_tick) > c.cfg.ping_interval
+        {
             // It did not run for a while (paused, or busy): what it knows
             // of its links is stale until they had time to come back.
             c.woke = Some(now.mono);
@@ -436,15 +458,17 @@ impl Core {
 
     /// Grants, in bakery order, whatever [`ticket::who_may_hold`] allows now.
     fn grant_what_may_be(&mut self, now: Now, name: &crate::vocab::ObjectName) {
-        if self.stopping || self.cluster.multi {
+        if self.stopping || self.authority.is_cluster() {
             return; // in a cluster, the object's owner leader decides
         }
         for id in self.table.grantable(name, now.mono) {
+            let Authority::Solo { epoch, last_fence } = &mut self.authority else {
+                return;
+            };
             // Fences grow with the epoch (wall ms at start) so they keep
             // growing across restarts given a sane clock (docs/cluster.md).
-            self.last_fence =
-                (self.last_fence + 1).max(crate::cluster::persist::fence_base(self.solo_epoch));
-            let fence = self.last_fence;
+            *last_fence = (*last_fence + 1).max(crate::cluster::persist::fence_base(*epoch));
+            let fence = *last_fence;
             self.raise_floor(fence);
             let object = &self.table.objects[name];
             let t = object.tickets[object.position(id).expect("granted ticket exists")].clone();
@@ -487,7 +511,7 @@ impl Core {
     ) -> Option<table::Ticket> {
         let t = self.table.remove(name, id)?;
         self.forget_ticket(&t);
-        if self.cluster.multi {
+        if self.authority.is_cluster() {
             self.home_released(name, &t);
         }
         Some(t)
@@ -496,7 +520,7 @@ impl Core {
     /// Every `ping_interval` in a cluster: liveness, contact, elections,
     /// the leaders' housekeeping.
     fn cluster_tick(&mut self, now: Now) {
-        if !self.cluster.multi || self.stopping || now.mono < self.cluster.next_tick {
+        if !self.authority.is_cluster() || self.stopping || now.mono < self.cluster.next_tick {
             return;
         }
         // A tick more than an interval late means this agent did not run
