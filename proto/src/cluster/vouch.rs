@@ -201,7 +201,8 @@ impl Core {
 
     /// A carried lock follows its new owner once that owner answered: at
     /// once when it is the same agent (it left the old epoch before it
-    /// answered in this one); else only once so many members are known to
+    /// answered in this one) or when the old owner was this agent (its
+    /// leader part never drops its own home's tickets); else only once so many members are known to
     /// have left the old epoch that its old owner stopped acting there
     /// before it could drop the lock (`settle_window`); otherwise the lock
     /// ends with what the old owner vouched for.
@@ -265,7 +266,10 @@ impl Core {
                 return true;
             }
             let owner = &self.cluster.leaders[i];
-            if old_owner.as_ref() == Some(owner) {
+            // The same owner in both epochs, or this agent itself: its
+            // leader part never drops its own home's tickets
+            // (`leader_tick`), so the old owner takes nothing back.
+            if old_owner.as_ref() == Some(owner) || old_owner.as_ref() == Some(&self.cluster.me) {
                 return false;
             }
             let old_addr = (old_owner.as_deref())

@@ -195,6 +195,13 @@ impl World {
         for other in 0..self.nodes.len() {
             if other != i {
                 let l = self.net.link_of(i, other);
+                // A link still up has nothing to dial: when it breaks (the
+                // other side closes it, having not heard this computer),
+                // its own redial follows in 25-50 ms. One scheduled here,
+                // with a backoff of up to 2 s, held that one back.
+                if self.net.links[l].generation().is_some() {
+                    continue;
+                }
                 // A dial that reached it while it was paused completes now,
                 // if the dialler still waits for its handshake (the shell
                 // gives up after `HANDSHAKE_WAIT`).
