@@ -202,10 +202,11 @@ impl Core {
     /// A carried lock follows its new owner once that owner answered: at
     /// once when it is the same agent (it left the old epoch before it
     /// answered in this one) or when the old owner was this agent (its
-    /// leader part never drops its own home's tickets); else only once so many members are known to
-    /// have left the old epoch that its old owner stopped acting there
-    /// before it could drop the lock (`settle_window`); otherwise the lock
-    /// ends with what the old owner vouched for.
+    /// leader part never drops its own home's tickets); else only once so
+    /// many members are known to have left the old epoch that its old
+    /// owner stopped acting there before it could drop the lock
+    /// (`settle_window`); otherwise the lock ends with what the old owner
+    /// vouched for.
     fn settle_carried(&mut self, now: Now) {
         let window = self.settle_window();
         let plant = self.cluster.cfg.plant;
