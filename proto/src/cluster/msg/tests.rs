@@ -1,0 +1,241 @@
+//! Typed peer messages: the round trip of each, roles, refusals.
+use super::*;
+use crate::wire::{encode_to_vec, parse};
+
+const A: &str = "14|0000000001|127.0.0.1:4040|7|alpha";
+const B: &str = "14|0000000002|127.0.0.1:4041|8|beta";
+
+fn at() -> TicketAt {
+    TicketAt {
+        epoch: 7,
+        object: ObjectName::from(&b"a;b \"c\"\\d"[..]),
+        home: Id::from(B),
+        req: 42,
+    }
+}
+
+/// Encoded, written as a line, read back, parsed.
+fn through_the_wire(m: &PeerMsg) -> PeerMsg {
+    let mut line = encode_to_vec(&m.encode());
+    assert_eq!(line.pop(), Some(b'\n'));
+    let mut wire = parse(&line).expect("a line");
+    PeerMsg::parse(&mut wire)
+        .expect("reads")
+        .expect("a known command")
+}
+
+fn every_kind_of_message() -> Vec<PeerMsg> {
+    let kind = Kind {
+        mode: Mode::Shared,
+        limit: Some(3),
+        policy: Policy::Timed {
+            quiet: Duration::from_millis(250),
+        },
+    };
+    let tickets = Tickets {
+        n: 2,
+        records: b"any bytes;\n at all".to_vec(),
+    };
+    let parts = vec![
+        Part::ReportBegin(ReportBegin {
+            prev_epoch: 6,
+            prev_leaders: vec![Id::from(A), Id::from(B)],
+            ready_epoch: 5,
+            floor: 1 << 40,
+            delay_left_us: 1_500_000,
+            up_us: 9,
+            own: Some(3),
+        }),
+        Part::ReportBegin(ReportBegin::default()),
+        Part::Report {
+            as_leader: true,
+            tickets: tickets.clone(),
+        },
+        Part::Report {
+            as_leader: false,
+            tickets: tickets.clone(),
+        },
+        Part::ReportEnd { count: 4 },
+        Part::StateBegin {
+            base: 7 << 20,
+            delay: Duration::from_secs(2),
+        },
+        Part::State(tickets.clone()),
+        Part::Reporter { id: Id::from(A) },
+        Part::StateEnd { count: 5 },
+        Part::LateBegin { id: Id::from(B) },
+        Part::Late(tickets),
+        Part::LateEnd {
+            id: Id::from(B),
+            count: 3,
+        },
+    ];
+    let mut all = vec![
+        PeerMsg::Started(Started {
+            id: Id::from(A),
+            server_name: "alpha".to_owned(),
+            start_us: 1_700_000_000_000_000,
+            wall_ms: Some(1_700_000_000_000),
+            max_epoch: Some(9),
+            epoch: 7,
+            leaders: vec![Id::from(A), Id::from(B)],
+        }),
+        PeerMsg::Ping { serial: 3 },
+        PeerMsg::Pong(Pong {
+            serial: 3,
+            epoch: 7,
+            view: u64::MAX,
+            wall_ms: Some(5),
+            active: true,
+            links: Some(0b101),
+            delay_us: 250,
+        }),
+        PeerMsg::Leaders {
+            epoch: 7,
+            leaders: vec![Id::from(B)],
+        },
+        PeerMsg::Lock(Lock {
+            epoch: 7,
+            object: ObjectName::from(&b"x"[..]),
+            req: 1,
+            key: "beta/123".to_owned(),
+            kind,
+            try_once: true,
+        }),
+        PeerMsg::Unlock {
+            epoch: 7,
+            object: ObjectName::from(&b"x"[..]),
+            req: 1,
+        },
+        PeerMsg::AddTicket {
+            at: at(),
+            key: "beta/1".to_owned(),
+            number: 2,
+            kind: Kind::EXCLUSIVE,
+        },
+        PeerMsg::ActivateLock {
+            at: at(),
+            fence: 99,
+        },
+        PeerMsg::LockActivated {
+            at: at(),
+            fence: 99,
+            ok: false,
+            other: Some((Id::from(A), 4)),
+        },
+        PeerMsg::LockActivated {
+            at: at(),
+            fence: 99,
+            ok: true,
+            other: None,
+        },
+        PeerMsg::DropTicket(at()),
+        PeerMsg::Locked {
+            at: at(),
+            fence: 99,
+        },
+        PeerMsg::LockFailed {
+            at: at(),
+            error: "busy",
+            description: "the object is locked".to_owned(),
+        },
+        PeerMsg::HasTicket(at()),
+    ];
+    all.extend(
+        parts
+            .into_iter()
+            .map(|part| PeerMsg::Tickets { epoch: 7, part }),
+    );
+    all
+}
+
+#[test]
+fn every_message_reads_back_as_it_was_written() {
+    for m in every_kind_of_message() {
+        assert_eq!(through_the_wire(&m), m, "{}", m.encode());
+    }
+}
+
+#[test]
+fn each_role_gets_its_own_messages() {
+    let roles: Vec<(&str, Role)> = every_kind_of_message()
+        .iter()
+        .map(|m| (m.command(), m.role()))
+        .collect();
+    for (command, role) in roles {
+        let want = match command {
+            "LOCKSTARTED" | "LOCKPING" | "LOCKPONG" => Role::Link,
+            "LOCKLEADERS" => Role::Election,
+            "LOCKTICKETS" => Role::Handover,
+            "LOCKED" | "LOCKFAILED" | "HASTICKET" => Role::Home,
+            _ => Role::Leader,
+        };
+        assert_eq!(role, want, "{command}");
+    }
+}
+
+fn read(line: &str) -> Result<Option<PeerMsg>, Bad> {
+    PeerMsg::parse(&mut parse(line.as_bytes()).expect("a line"))
+}
+
+#[test]
+fn a_missing_or_bad_field_is_named() {
+    let cases = [
+        ("LOCKPING", "serial"),
+        ("LOCKPING serial=+5", "serial"),
+        ("LOCKPING serial=18446744073709551616", "serial"),
+        ("LOCKPONG serial=1", "epoch"),
+        ("LOCKPONG serial=1;epoch=2;delay=-1", "delay"),
+        ("LOCKLEADERS epoch=3", "leader0"),
+        ("LOCKLEADERS epoch=3;leader0=nobody", "leader"),
+        ("LOCKSTARTED epoch=3;lockid=not-an-id", "lockid"),
+        ("UNLOCK epoch=1;req=2", "object_name"),
+        ("ACTIVATELOCK epoch=1;object_name=o;home=h;req=2", "fence"),
+        (
+            "ADDTICKET epoch=1;object_name=o;home=h;req=2;key=k;number=1;mode=both",
+            "mode",
+        ),
+        (
+            "ADDTICKET epoch=1;object_name=o;home=h;req=2;key=k;number=1;limit=0",
+            "limit",
+        ),
+        (
+            "LOCKACTIVATED epoch=1;object_name=o;home=h;req=2;fence=3;other_home=h;other_req=x",
+            "other_req",
+        ),
+        ("LOCKTICKETS epoch=1", "part"),
+        ("LOCKTICKETS epoch=1;part=middle", "part"),
+        ("LOCKTICKETS epoch=1;part=state;n=1", "tickets"),
+        (
+            "LOCKTICKETS epoch=1;part=begin;prev_epoch=1;ready_epoch=1",
+            "floor",
+        ),
+    ];
+    for (line, field) in cases {
+        assert_eq!(read(line), Err(Bad(field)), "{line}");
+    }
+}
+
+#[test]
+fn an_unknown_command_is_ignored_and_unknown_fields_too() {
+    assert_eq!(read("LOCKGOSSIP epoch=1"), Ok(None));
+    let got = read("LOCKPING serial=4;colour=blue").expect("reads");
+    assert_eq!(got, Some(PeerMsg::Ping { serial: 4 }));
+}
+
+#[test]
+fn a_refusal_keeps_only_the_protocols_errors() {
+    let got = read("LOCKFAILED epoch=1;object_name=o;home=h;req=2;error=weird")
+        .expect("reads")
+        .expect("known");
+    let PeerMsg::LockFailed {
+        error, description, ..
+    } = got
+    else {
+        panic!("{got:?}");
+    };
+    assert_eq!(
+        (error, description.as_str()),
+        ("unavailable", "refused by the leaders")
+    );
+}
