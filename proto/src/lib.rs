@@ -32,6 +32,7 @@
 
 pub mod cluster;
 pub mod core;
+pub mod local;
 pub mod paths;
 pub mod time;
 pub mod vocab;

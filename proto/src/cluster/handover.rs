@@ -13,7 +13,7 @@ use super::merge::merge_held;
 use super::msg::{Bad, Part, PeerMsg, ReportBegin};
 use super::{Cluster, Id};
 use crate::core::Core;
-use crate::core::table::State;
+use crate::local::table::State;
 use crate::time::{Now, Time};
 use crate::vocab::TicketId;
 

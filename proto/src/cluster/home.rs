@@ -8,8 +8,8 @@ use super::links::To;
 use super::msg::{Bad, Lock, PeerMsg, TicketAt};
 use super::{Id, Submitted};
 use crate::core::Core;
-use crate::core::replies;
-use crate::core::table::{State, Ticket};
+use crate::local::replies;
+use crate::local::table::{State, Ticket};
 use crate::time::Now;
 use crate::vocab::{ObjectName, Refusal, TicketId};
 

@@ -12,7 +12,7 @@ use super::ltable::{LState, LTicket};
 use super::msg::{Bad, Lock, PeerMsg, Role, TicketAt};
 use super::votes::{self, Ballot, Tally, Widen};
 use crate::core::Core;
-use crate::core::ticket::{View, who_may_hold};
+use crate::local::ticket::{View, who_may_hold};
 use crate::time::Now;
 use crate::vocab::{Mode, ObjectName};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{Cluster, Id};
 use crate::core::Core;
-use crate::core::replies;
+use crate::local::replies;
 use crate::time::{Now, Time};
 use crate::vocab::Refusal;
 use crate::vocab::{ObjectName, TicketId};

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use super::Id;
 use crate::core::Core;
-use crate::core::replies;
+use crate::local::replies;
 use crate::time::{Now, Time};
 use crate::vocab::{ObjectName, TicketId};
 

@@ -3,10 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::replies;
-use super::request::{self, Target};
-use super::table::{State, Ticket};
 use super::{Core, Credentials, InputError, Malformed};
+use crate::local::replies;
+use crate::local::request::{self, Target};
+use crate::local::table::{State, Ticket};
 use crate::time::Now;
 use crate::vocab::ClientId;
 use crate::vocab::Refusal;

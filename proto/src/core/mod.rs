@@ -5,22 +5,19 @@
 //! the crate documentation for the run loop that drives it.
 
 mod client;
-pub(crate) mod replies;
-pub mod request;
-pub mod table;
-pub mod ticket;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 
-pub use request::Defaults;
+pub use crate::local::request::Defaults;
 
 pub use crate::cluster::ClusterConfig;
+use crate::local::replies;
+use crate::local::table::{self, State, Table, Timer};
 use crate::time::{Now, Time};
 use crate::vocab::{ClientId, PeerId};
 use crate::wire::{Message, ParseError};
-use table::{State, Table, Timer};
 
 /// Most messages to itself an agent handles in one call (`drain_local`).
 const LOCAL_BUDGET: usize = 64;
@@ -456,7 +453,7 @@ impl Core {
         self.out.push_back(Output::Reply { client, msg });
     }
 
-    /// Grants, in bakery order, whatever [`ticket::who_may_hold`] allows now.
+    /// Grants, in bakery order, whatever [`crate::local::ticket::who_may_hold`] allows now.
     fn grant_what_may_be(&mut self, now: Now, name: &crate::vocab::ObjectName) {
         if self.stopping || self.authority.is_cluster() {
             return; // in a cluster, the object's owner leader decides

@@ -1,0 +1,16 @@
+//! The local side: what one agent knows of its own clients' requests.
+//!
+//! - [`request`]: a client's request, decoded and checked;
+//! - [`table`]: the lock table, every object's tickets in bakery order,
+//!   and their timers;
+//! - [`ticket`]: the one rule that decides who may hold an object;
+//! - `replies`: the replies to clients, built in one place.
+//!
+//! Nothing here knows of other agents: alone, the core decides with these;
+//! in a cluster, the leaders' tables (`cluster/`) decide, and the home
+//! keeps its clients' tickets here.
+
+pub(crate) mod replies;
+pub mod request;
+pub mod table;
+pub mod ticket;
