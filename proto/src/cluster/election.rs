@@ -39,23 +39,23 @@ impl Core {
 
     pub(crate) fn on_started(&mut self, now: Now, peer: PeerId, s: Started) -> Result<(), Bad> {
         let parsed = ids::parse_id(&s.id).ok_or(Bad("lockid"))?;
-        let link = self.cluster.links.get(&peer).expect("link is up");
+        let link = self.cluster.peers.links.get(&peer).expect("link is up");
         if parsed.name != link.name || parsed.addr != Some(link.addr) {
             return Err(Bad("lockid (not the name and address of the handshake)"));
         }
         let id: Id = s.id;
         log::info!("{} is {id}", link.name);
-        let link = self.cluster.links.get_mut(&peer).expect("up");
+        let link = self.cluster.peers.links.get_mut(&peer).expect("up");
         link.id = Some(id.clone());
         link.ahead = super::links::wall_ahead(now, s.wall_ms);
         link.since = now.mono;
         let addr = link.addr;
-        self.cluster.last_link_up = Some(now.mono);
-        self.cluster.lost.remove(&addr);
+        self.cluster.peers.last_link_up = Some(now.mono);
+        self.cluster.peers.lost.remove(&addr);
         if self.cluster.leaders.contains(&id) {
             self.cluster.linked_leaders.insert(id.clone());
         }
-        self.cluster.heard.insert(id.clone(), now.mono);
+        self.cluster.peers.heard.insert(id.clone(), now.mono);
         let (epoch, leaders) = (s.epoch, s.leaders);
         if epoch == self.cluster.epoch {
             self.resend_grants(&id);
@@ -112,21 +112,22 @@ impl Core {
         // would reach the others once the cut heals).
         let lately = now.mono - c.cfg.peer_timeout / 2;
         let known: Vec<(&super::Link, &Id)> = c
+            .peers
             .links
             .values()
             .filter(|l| !l.closing)
             .filter_map(|l| l.id.as_ref().map(|id| (l, id)))
             .filter(|(l, id)| {
-                l.since >= lately || c.contact.get(*id).is_some_and(|k| k.sent >= lately)
+                l.since >= lately || c.peers.contact.get(*id).is_some_and(|k| k.sent >= lately)
             })
             .collect();
         // The first election needs everybody in a small cluster (reference
         // §7); later ones a quorum, so a 3-computer cluster that loses one
         // goes on with the two others (the original shrank its leader list).
         let needed = if c.max_epoch_seen == 0 {
-            c.election_quorum()
+            c.peers.election_quorum()
         } else {
-            c.quorum
+            c.peers.quorum
         };
         if known.len() + 1 < needed {
             return;
@@ -146,12 +147,13 @@ impl Core {
         if c.leaders.iter().any(|l| *l != c.me) || c.max_epoch_seen > 0 {
             if known
                 .iter()
-                .any(|(l, _)| !c.peer_links.contains_key(&l.addr))
+                .any(|(l, _)| !c.peers.peer_links.contains_key(&l.addr))
             {
                 return;
             }
             let lower = |i: usize| {
-                c.members
+                c.peers
+                    .members
                     .get(i)
                     .is_some_and(|a| *a != my_addr && addr_key(*a) < addr_key(my_addr))
             };
@@ -159,10 +161,11 @@ impl Core {
             // and q − 1 others); one reached by fewer cannot, and waiting
             // for it would elect nobody.
             let masks: Vec<u64> = (known.iter())
-                .filter_map(|(l, _)| c.peer_links.get(&l.addr).map(|(m, _)| *m))
+                .filter_map(|(l, _)| c.peers.peer_links.get(&l.addr).map(|(m, _)| *m))
                 .collect();
-            let reached_lower = (0..c.members.len().min(64)).any(|i| {
-                lower(i) && masks.iter().filter(|m| *m & (1 << i) != 0).count() + 1 >= c.quorum
+            let reached_lower = (0..c.peers.members.len().min(64)).any(|i| {
+                lower(i)
+                    && masks.iter().filter(|m| *m & (1 << i) != 0).count() + 1 >= c.peers.quorum
             });
             if reached_lower {
                 return;
@@ -171,8 +174,9 @@ impl Core {
             // not gone: while this agent's links are coming up (one came up
             // less than a `peer_timeout` ago), its link to that leader may
             // be next.
-            let settling = (c.last_link_up).is_some_and(|t| now.mono < t + c.cfg.peer_timeout);
-            let bit = |a| c.member_bit(a);
+            let settling =
+                (c.peers.last_link_up).is_some_and(|t| now.mono < t + c.cfg.peer_timeout);
+            let bit = |a| c.peers.member_bit(a);
             let reached_elsewhere = c.leaders.iter().any(|l| {
                 let addr = ids::parse_id(l).and_then(|p| p.addr);
                 *l != c.me
@@ -198,7 +202,8 @@ impl Core {
         // connection, not a dead agent): wait until another member says it
         // lost it too, or `4 × ping_interval`. A crashed agent's links all
         // go at once, so its death is confirmed by the next pong.
-        let redialling = (c.lost.keys()).any(|a| c.presumed_up(*a, now.mono));
+        let redialling =
+            (c.peers.lost.keys()).any(|a| c.peers.presumed_up(*a, now.mono, c.cfg.ping_interval));
         if woke || unlinked || redialling {
             return;
         }
@@ -208,11 +213,11 @@ impl Core {
         // link to the collector up yet, and a leader that cannot hear the
         // collector never becomes ready, which costs the locks its
         // objects carry. It is added once its links are up.
-        let bit = |a| c.member_bit(a);
+        let bit = |a| c.peers.member_bit(a);
         let seasoned = |l: &super::Link, id: &Id| {
             c.leaders.is_empty()
                 || c.leaders.contains(id)
-                || c.peer_links.get(&l.addr).is_some_and(|(mask, _)| {
+                || c.peers.peer_links.get(&l.addr).is_some_and(|(mask, _)| {
                     (known.iter())
                         .filter(|(k, _)| k.addr != l.addr)
                         .all(|(k, _)| mask & bit(k.addr) != 0)
@@ -243,7 +248,7 @@ impl Core {
         // Somebody answers in this epoch with other leaders (a restarted
         // conductor reused its number): a new epoch, larger than both,
         // ends the confusion at once.
-        let conflict = c.contact.values().any(|k| {
+        let conflict = c.peers.contact.values().any(|k| {
             k.epoch == c.epoch && k.view != c.view && k.sent + c.cfg.peer_timeout >= now.mono
         });
         // So is this very agent, a leader that never became ready.
@@ -285,8 +290,13 @@ impl Core {
         // Two conductors on both sides of a broken link may elect in the
         // same millisecond: each takes epochs of its own residue modulo
         // the member count, so one number never names two leader sets.
-        let n = c.members.len().max(1) as u64;
-        let slot = c.members.iter().position(|a| *a == my_addr).unwrap_or(0) as u64;
+        let n = c.peers.members.len().max(1) as u64;
+        let slot = c
+            .peers
+            .members
+            .iter()
+            .position(|a| *a == my_addr)
+            .unwrap_or(0) as u64;
         let epoch = least + (slot + n - least % n) % n;
         log::info!(
             "conducting the election of epoch {epoch}: leaders {}",
@@ -324,30 +334,31 @@ impl Core {
         c.view = super::view_of(&leaders);
         c.leaders = leaders;
         c.epoch_since = now.mono;
-        c.linked_leaders = (c.links.values())
+        c.linked_leaders = (c.peers.links.values())
             .filter(|l| !l.closing)
             .filter_map(|l| l.id.clone())
             .filter(|id| c.leaders.contains(id))
             .collect();
         c.lapsed_owners = 0;
-        c.collect = None;
-        c.own_report = None; // its lines are of the old epoch: ignored
-        c.own_state = None;
-        c.state_pending = None;
+        c.handover.collect = None;
+        c.handover.own_report = None; // its lines are of the old epoch: ignored
+        c.handover.own_state = None;
+        c.handover.state_pending = None;
         c.unsent.clear();
         c.early.clear();
-        c.report_sent = None;
+        c.handover.report_sent = None;
         if c.is_leader() {
             c.leading = Some(super::ltable::Leading::new());
         }
         if c.leaders[0] == c.me {
-            c.collect = Some(super::handover::Collect::new(now.mono));
+            c.handover.collect = Some(super::handover::Collect::new(now.mono));
         }
         // On disk before this agent answers anybody in the new epoch.
         self.persist();
         let news = self.leaders_news();
         let peers: Vec<PeerId> = self
             .cluster
+            .peers
             .links
             .iter()
             .filter(|(_, l)| !l.closing && l.id.is_some())

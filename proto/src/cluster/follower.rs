@@ -31,6 +31,7 @@ impl Core {
         // The home's id once per agent, not once per ticket.
         let home: Id = self
             .cluster
+            .peers
             .heard
             .get_key_value(&home)
             .map_or(home, |(k, _)| k.clone());
@@ -43,7 +44,11 @@ impl Core {
             req,
             told: 0,
         };
-        self.cluster.heard.entry(home.clone()).or_insert(now.mono);
+        self.cluster
+            .peers
+            .heard
+            .entry(home.clone())
+            .or_insert(now.mono);
         let l = self.cluster.leading.as_mut().expect("ready leader");
         if l.objects
             .get(&object)

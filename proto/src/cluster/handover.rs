@@ -46,6 +46,36 @@ pub(crate) struct Report {
 /// (held or waiting).
 pub(crate) type OwnTickets = (Vec<RTicket>, Vec<(RTicket, bool)>);
 
+/// What the handover of the current epoch has of this agent: as the
+/// collector, the reports and the state it built; as a reporter, when it
+/// reported.
+#[derive(Debug, Default)]
+pub(crate) struct Handover {
+    /// Set while this agent is the collector of the current epoch.
+    pub collect: Option<Collect>,
+    /// The epoch this agent's report was accepted for... or sent for.
+    pub report_sent: Option<(u64, Time)>,
+    /// The collector's own report: its tickets wait here (by serial) for
+    /// the `end` line it sends itself, instead of being written out and
+    /// read back (a million held locks are seconds of that).
+    pub own_report: Option<(u64, OwnTickets)>,
+    /// The collector's own copy of the state it built, and when: installed
+    /// at the first call of a later time, once the copies for the other
+    /// leaders went out (the shell writes between two calls of different
+    /// times).
+    pub own_state: Option<(Time, StateIn)>,
+    /// The serial of the collector's latest own report.
+    pub own_serial: u64,
+    /// How much longer than `peer_timeout` to wait before reporting again:
+    /// a report of a million locks costs every agent on its way seconds,
+    /// and reports must not follow each other faster than they are read.
+    pub report_pause: Duration,
+    /// Collector: the state of this epoch as sent, and the leaders that
+    /// have not answered as acting in it yet: each gets it again when its
+    /// link comes up (it had no link, or lost part of the state).
+    pub state_pending: Option<(u64, Vec<Id>, Vec<PeerMsg>)>,
+}
+
 /// The collector's work for its epoch.
 #[derive(Debug)]
 pub(crate) struct Collect {
@@ -83,7 +113,7 @@ impl Core {
             return;
         }
         let collector = c.leaders[0].clone();
-        if collector != c.me && c.link_of(&collector).is_none() {
+        if collector != c.me && c.peers.link_of(&collector).is_none() {
             return; // sent when the link is up
         }
         let epoch = c.epoch;
@@ -194,11 +224,11 @@ impl Core {
         // About as many lines as on the wire, for the pause below.
         let mut count = lines.len() + 2;
         if own {
-            let serial = self.cluster.own_serial + 1;
-            self.cluster.own_serial = serial;
+            let serial = self.cluster.handover.own_serial + 1;
+            self.cluster.handover.own_serial = serial;
             begin.own = Some(serial);
             count += leader.len().div_ceil(BATCH_TICKETS) + home.len().div_ceil(BATCH_TICKETS);
-            self.cluster.own_report = Some((serial, (leader, home)));
+            self.cluster.handover.own_report = Some((serial, (leader, home)));
         }
         let begin = PeerMsg::Tickets {
             epoch,
@@ -212,8 +242,8 @@ impl Core {
             },
         };
         lines.push(end);
-        self.cluster.report_sent = Some((epoch, now.mono));
-        self.cluster.report_pause =
+        self.cluster.handover.report_sent = Some((epoch, now.mono));
+        self.cluster.handover.report_pause =
             REPORT_PAUSE_PER_LINE * u32::try_from(count).unwrap_or(u32::MAX);
         for m in lines {
             self.send(To::Agent(&collector), m);
@@ -241,7 +271,7 @@ impl Core {
     fn on_report_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), Bad> {
         let max_tickets = self.config.max_tickets as u64 * 2;
         let max_lines = max_tickets + 16;
-        let Some(collect) = self.cluster.collect.as_mut() else {
+        let Some(collect) = self.cluster.handover.collect.as_mut() else {
             return Ok(()); // not the collector
         };
         if let Part::ReportBegin(b) = part {
@@ -292,13 +322,13 @@ impl Core {
                     // Its own report: the tickets did not go through the
                     // wire. One that is not the latest is not counted (it
                     // is sent again).
-                    match self.cluster.own_report.take() {
+                    match self.cluster.handover.own_report.take() {
                         Some((serial, (leader, home))) if r.own == Some(serial) => {
                             r.leader = leader;
                             r.home = home;
                         }
                         other => {
-                            self.cluster.own_report = other;
+                            self.cluster.handover.own_report = other;
                             return Ok(());
                         }
                     }
@@ -319,7 +349,7 @@ impl Core {
     /// or after `peer_timeout` with the lock-delay.
     pub(crate) fn check_collect(&mut self, now: Now) {
         let c = &self.cluster;
-        let Some(collect) = c.collect.as_ref() else {
+        let Some(collect) = c.handover.collect.as_ref() else {
             return;
         };
         if collect.done {
@@ -330,10 +360,10 @@ impl Core {
             .keys()
             .map(|id| Cluster::name_of(id))
             .collect();
-        if names.len() < c.quorum {
+        if names.len() < c.peers.quorum {
             return;
         }
-        let everyone = names.len() >= c.members.len();
+        let everyone = names.len() >= c.peers.members.len();
         let e_max = collect
             .reports
             .values()
@@ -367,20 +397,20 @@ impl Core {
             .filter(|(_, r)| r.up >= young)
             .map(|(id, _)| Cluster::name_of(id))
             .collect();
-        let majority_of_previous = majority_of_previous && remembering.len() >= c.quorum;
+        let majority_of_previous = majority_of_previous && remembering.len() >= c.peers.quorum;
         let complete = everyone || majority_of_previous;
         // Waiting for more reports helps only while some may still come:
         // once every member linked to the collector reported, the state is
         // built at once (a failover soon after the cluster started, whose
         // state cannot be complete, would otherwise spend a `peer_timeout`
         // of its holders' grace here).
-        let linked_reported = (c.links.values())
+        let linked_reported = (c.peers.links.values())
             .filter(|l| !l.closing && l.id.is_some())
             .all(|l| names.contains(l.name.as_str()));
         if !complete && !linked_reported && now.mono < collect.started + c.cfg.peer_timeout {
             return;
         }
-        let collect = self.cluster.collect.as_mut().expect("collecting");
+        let collect = self.cluster.handover.collect.as_mut().expect("collecting");
         collect.done = true;
         let reports = std::mem::take(&mut collect.reports);
         let (held, mut floor) = merge_held(&reports, e_max);
@@ -451,7 +481,7 @@ impl Core {
                     .collect(),
                 reporters: reports.keys().cloned().collect(),
             };
-            self.cluster.own_state = Some((now.mono, state));
+            self.cluster.handover.own_state = Some((now.mono, state));
         }
         let others: Vec<Id> = (self.cluster.leaders.iter())
             .filter(|l| **l != me)
@@ -463,7 +493,7 @@ impl Core {
         // it only: until a leader answers as acting in this epoch, the
         // state is sent again whenever its link comes back.
         let unlinked: Vec<&Id> = (others.iter())
-            .filter(|l| self.cluster.link_of(l).is_none())
+            .filter(|l| self.cluster.peers.link_of(l).is_none())
             .collect();
         if !unlinked.is_empty() {
             log::info!(
@@ -474,7 +504,7 @@ impl Core {
             );
         }
         let linked: Vec<Id> = (others.iter())
-            .filter(|l| self.cluster.link_of(l).is_some())
+            .filter(|l| self.cluster.peers.link_of(l).is_some())
             .cloned()
             .collect();
         if others.is_empty() {
@@ -485,7 +515,7 @@ impl Core {
                 self.send(To::Agent(l), m.clone());
             }
         }
-        self.cluster.state_pending = Some((epoch, others, msgs));
+        self.cluster.handover.state_pending = Some((epoch, others, msgs));
     }
 
     /// A link to `id` came up: if it is a leader of this epoch that has not
@@ -493,11 +523,11 @@ impl Core {
     /// by a broken link is started over, and an installed one is ignored).
     pub(crate) fn send_pending_state(&mut self, id: &Id) {
         let epoch = self.cluster.epoch;
-        let Some((e, waiting, msgs)) = self.cluster.state_pending.as_ref() else {
+        let Some((e, waiting, msgs)) = self.cluster.handover.state_pending.as_ref() else {
             return;
         };
         if *e != epoch {
-            self.cluster.state_pending = None;
+            self.cluster.handover.state_pending = None;
             return;
         }
         if !waiting.contains(id) {
@@ -513,14 +543,14 @@ impl Core {
     /// which is kept no longer than every leader needs it.
     pub(crate) fn state_received(&mut self, id: &Id) {
         let epoch = self.cluster.epoch;
-        let Some((e, waiting, _)) = self.cluster.state_pending.as_mut() else {
+        let Some((e, waiting, _)) = self.cluster.handover.state_pending.as_mut() else {
             return;
         };
         if *e == epoch {
             waiting.retain(|l| l != id);
         }
         if *e != epoch || waiting.is_empty() {
-            self.cluster.state_pending = None;
+            self.cluster.handover.state_pending = None;
         }
     }
 
@@ -582,11 +612,11 @@ impl Core {
     /// The collector installs its own copy of the state, at a time later
     /// than it built it.
     pub(crate) fn install_own_state(&mut self, now: Now) {
-        let due = self.cluster.own_state.as_ref();
+        let due = self.cluster.handover.own_state.as_ref();
         if due.is_none_or(|(at, _)| now.mono <= *at) {
             return;
         }
-        let (_, s) = self.cluster.own_state.take().expect("present");
+        let (_, s) = self.cluster.handover.own_state.take().expect("present");
         let Some(l) = self.cluster.leading.as_mut() else {
             return;
         };
@@ -635,10 +665,11 @@ impl Core {
         for home in homes {
             let at = self
                 .cluster
+                .peers
                 .heard
                 .get(&home)
                 .map_or(now.mono, |h| (*h).max(now.mono));
-            self.cluster.heard.insert(home, at);
+            self.cluster.peers.heard.insert(home, at);
         }
         l.base = s.base;
         l.delay_until = (!s.delay.is_zero()).then(|| now.mono + s.delay);

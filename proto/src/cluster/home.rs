@@ -238,13 +238,13 @@ impl Core {
                 self.cluster.cfg.grace
             );
             self.revoke_all(now);
-            self.cluster.report_sent = None;
+            self.cluster.handover.report_sent = None;
         }
         self.cluster.was_in_contact = in_contact;
         if in_contact {
             self.revoke_where_owner_lapsed(now);
         }
-        if let Some((epoch, at)) = self.cluster.report_sent {
+        if let Some((epoch, at)) = self.cluster.handover.report_sent {
             // Not counted (lost with a link, or late while holding locks,
             // revoked since), or a leader missed the news: report again.
             // Not when this agent leads from a state that counts it: every
@@ -254,14 +254,14 @@ impl Core {
             // own report in hand. A report of a million locks costs its
             // agent a second, which it needs just then to build, install,
             // or answer the pings that bring it back in contact.
-            let timeout = self.cluster.cfg.peer_timeout + self.cluster.report_pause;
+            let timeout = self.cluster.cfg.peer_timeout + self.cluster.handover.report_pause;
             let c = &self.cluster;
             let counted = c
                 .leading
                 .as_ref()
                 .is_some_and(|l| l.ready && l.self_in_state)
-                || c.own_state.is_some()
-                || c.collect.as_ref().is_some_and(|k| !k.done);
+                || c.handover.own_state.is_some()
+                || c.handover.collect.as_ref().is_some_and(|k| !k.done);
             if epoch == self.cluster.epoch
                 && now.mono >= at + timeout
                 && !counted

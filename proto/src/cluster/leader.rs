@@ -41,7 +41,7 @@ impl Core {
         };
         let home = c.leaders.iter().position(|l| **l == *home);
         votes::first_followers(c.leaders.len(), me, home, |i| {
-            c.link_of(&c.leaders[i]).is_some()
+            c.peers.link_of(&c.leaders[i]).is_some()
         })
     }
 
@@ -200,7 +200,11 @@ impl Core {
                 told,
             },
         );
-        self.cluster.heard.entry(home.clone()).or_insert(now.mono);
+        self.cluster
+            .peers
+            .heard
+            .entry(home.clone())
+            .or_insert(now.mono);
         let at = self.ticket_at(&name, home, req);
         let add = PeerMsg::AddTicket {
             at,
@@ -487,6 +491,7 @@ impl Core {
             .filter(|h| **h != me)
             .filter(|h| {
                 self.cluster
+                    .peers
                     .heard
                     .get(*h)
                     .is_none_or(|t| *t + release_delay <= now.mono)

@@ -2,7 +2,7 @@
 //! "Links and liveness"): when a peer was last *heard*, and the send time of
 //! the latest ping it *answered*.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -32,6 +32,104 @@ pub(crate) enum To<'a> {
 /// Pings awaiting an answer on one link, at most.
 const MAX_PINGS: usize = 64;
 
+/// The members, the links to them, and the evidence of their liveness:
+/// when each agent was last *heard*, and the latest ping it *answered*
+/// (docs/cluster.md, "Links and liveness").
+#[derive(Debug)]
+pub(crate) struct Peers {
+    /// Every member's `listen` address, in order (this agent's included).
+    pub members: Vec<SocketAddr>,
+    /// A majority of the members.
+    pub quorum: usize,
+    /// The links that are up, by the shell's number.
+    pub links: BTreeMap<PeerId, Link>,
+    /// When each agent was last heard (any message).
+    pub heard: BTreeMap<Id, Time>,
+    /// The latest ping each agent answered.
+    pub contact: BTreeMap<Id, Contact>,
+    /// The serial of the latest ping.
+    pub ping_serial: u64,
+    /// Members whose link went down, and when: one may be back in a moment
+    /// (a broken connection redials at once), so no election is held for it
+    /// until another member confirms it lost it too, or for
+    /// `4 × ping_interval` (docs/cluster.md, "Elections").
+    pub lost: BTreeMap<SocketAddr, Time>,
+    /// What each peer last said of its own links (`links=` of `LOCKPONG`:
+    /// bit i = a link up to member i), and when it arrived.
+    pub peer_links: BTreeMap<SocketAddr, (u64, Time)>,
+    /// When a link of this agent last came up (its peer's `LOCKSTARTED`).
+    pub last_link_up: Option<Time>,
+}
+
+impl Peers {
+    /// No link yet to any of `members`.
+    pub fn new(members: Vec<SocketAddr>) -> Peers {
+        let n = members.len().max(1);
+        Peers {
+            members,
+            quorum: n / 2 + 1,
+            links: BTreeMap::new(),
+            heard: BTreeMap::new(),
+            contact: BTreeMap::new(),
+            ping_serial: 0,
+            lost: BTreeMap::new(),
+            peer_links: BTreeMap::new(),
+            last_link_up: None,
+        }
+    }
+
+    /// The bit of member `addr` in a `links=` mask (0 for none).
+    pub fn member_bit(&self, addr: SocketAddr) -> u64 {
+        (self.members.iter().position(|m| *m == addr))
+            .filter(|i| *i < 64)
+            .map_or(0, |i| 1 << i)
+    }
+
+    /// Bit i set: a link up (not closing, its agent known) to member i.
+    pub fn links_mask(&self) -> u64 {
+        (self.links.values())
+            .filter(|l| !l.closing && l.id.is_some())
+            .fold(0, |mask, l| mask | self.member_bit(l.addr))
+    }
+
+    /// Whether the member at `addr`, whose link went down lately, may just
+    /// be redialling: no other member said since that it lost it too, and
+    /// `4 × ping_interval` did not pass (docs/cluster.md, "Elections").
+    pub fn presumed_up(&self, addr: SocketAddr, now: Time, ping_interval: Duration) -> bool {
+        let Some(lost) = self.lost.get(&addr) else {
+            return false;
+        };
+        if now >= *lost + ping_interval * 4 {
+            return false;
+        }
+        let Some(i) = self
+            .members
+            .iter()
+            .position(|a| *a == addr)
+            .filter(|i| *i < 64)
+        else {
+            return false;
+        };
+        let confirmed = (self.peer_links.iter())
+            .any(|(other, (mask, at))| *other != addr && *at > *lost && mask & (1 << i) == 0);
+        !confirmed
+    }
+
+    /// Members needed to hold an election: all of them up to three.
+    pub fn election_quorum(&self) -> usize {
+        let n = self.members.len();
+        if n <= 3 { n } else { self.quorum }
+    }
+
+    /// The up link to the agent with id `id`.
+    pub fn link_of(&self, id: &str) -> Option<PeerId> {
+        self.links
+            .iter()
+            .find(|(_, l)| l.id.as_deref() == Some(id))
+            .map(|(p, _)| *p)
+    }
+}
+
 /// A link that is up.
 #[derive(Debug)]
 pub(crate) struct Link {
@@ -59,15 +157,15 @@ impl Core {
         name: String,
         addr: SocketAddr,
     ) -> Result<(), InputError> {
-        if self.cluster.links.contains_key(&peer) {
+        if self.cluster.peers.links.contains_key(&peer) {
             return Err(InputError::PeerAlreadyUp(peer));
         }
         let c = &self.cluster;
         let why = if !self.authority.is_cluster() {
             Some("this agent is not in a cluster")
-        } else if !c.members.contains(&addr) || Some(addr) == c.addr {
+        } else if !c.peers.members.contains(&addr) || Some(addr) == c.addr {
             Some("its address is not another member's")
-        } else if name == c.name || c.links.values().any(|l| l.name == name && !l.closing) {
+        } else if name == c.name || c.peers.links.values().any(|l| l.name == name && !l.closing) {
             Some("its name is taken")
         } else {
             None
@@ -77,7 +175,7 @@ impl Core {
             log::warn!("link {peer} from {name} ({addr}) closed: {why}");
             self.out.push_back(Output::PeerClose { peer });
         }
-        self.cluster.links.insert(
+        self.cluster.peers.links.insert(
             peer,
             Link {
                 name,
@@ -97,15 +195,15 @@ impl Core {
     }
 
     pub(crate) fn peer_down(&mut self, now: Now, peer: PeerId) -> Result<(), InputError> {
-        let Some(link) = self.cluster.links.remove(&peer) else {
+        let Some(link) = self.cluster.peers.links.remove(&peer) else {
             return Err(InputError::UnknownPeer(peer));
         };
         log::info!("link to {} ({}) is down", link.name, link.addr);
         if link.id.is_some() && !link.closing {
-            self.cluster.lost.insert(link.addr, now.mono);
+            self.cluster.peers.lost.insert(link.addr, now.mono);
         }
         // What it said of its links was said over this link.
-        self.cluster.peer_links.remove(&link.addr);
+        self.cluster.peers.peer_links.remove(&link.addr);
         self.maybe_elect(now);
         Ok(())
     }
@@ -116,7 +214,7 @@ impl Core {
         peer: PeerId,
         mut msg: Message,
     ) -> Result<(), InputError> {
-        let Some(link) = self.cluster.links.get(&peer) else {
+        let Some(link) = self.cluster.peers.links.get(&peer) else {
             return Err(InputError::UnknownPeer(peer));
         };
         if link.closing {
@@ -129,7 +227,7 @@ impl Core {
             return Ok(());
         }
         if let Some(id) = &from {
-            self.cluster.heard.insert(id.clone(), now.mono);
+            self.cluster.peers.heard.insert(id.clone(), now.mono);
         }
         // Any epoch a peer names, current or not, bounds the next one from
         // below (a conductor must draw past every epoch fences came from).
@@ -205,7 +303,7 @@ impl Core {
                 msg: msg.encode(),
             }),
             To::Agent(id) if *id == *self.cluster.me => self.cluster.local.push_back(msg),
-            To::Agent(id) => match self.cluster.link_of(id) {
+            To::Agent(id) => match self.cluster.peers.link_of(id) {
                 Some(peer) => self.send(To::Link(peer), msg),
                 // A release must reach its owner: it goes when the link is
                 // up again (in this epoch; a new one's state follows the
@@ -221,7 +319,7 @@ impl Core {
                 let c = &self.cluster;
                 let mut peers: Vec<PeerId> = (c.leaders.iter().enumerate())
                     .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
-                    .filter_map(|(_, l)| c.link_of(l))
+                    .filter_map(|(_, l)| c.peers.link_of(l))
                     .collect();
                 let Some(last) = peers.pop() else { return };
                 let msg = msg.encode();
@@ -250,7 +348,12 @@ impl Core {
     }
 
     fn on_ping(&mut self, now: Now, peer: PeerId, serial: u64) {
-        let asker = self.cluster.links.get(&peer).and_then(|l| l.id.clone());
+        let asker = self
+            .cluster
+            .peers
+            .links
+            .get(&peer)
+            .and_then(|l| l.id.clone());
         let active = asker.is_some_and(|a| self.answers_active(&a));
         // What is left of this leader's lock-delay: the homes that are
         // not leaders learn from it that nothing can be granted yet.
@@ -262,7 +365,7 @@ impl Core {
             view: self.cluster.view,
             wall_ms: Some(now.wall.0 / 1000),
             active,
-            links: Some(self.cluster.links_mask()),
+            links: Some(self.cluster.peers.links_mask()),
             delay_us,
         };
         self.send(To::Link(peer), PeerMsg::Pong(pong));
@@ -272,20 +375,24 @@ impl Core {
         let (serial, epoch, active, view) = (p.serial, p.epoch, p.active, p.view);
         // How far its wall clock is ahead of ours (ms; the answer's delay
         // makes it look a little behind).
-        let link = self.cluster.links.get_mut(&peer).expect("link is up");
+        let link = self.cluster.peers.links.get_mut(&peer).expect("link is up");
         link.ahead = wall_ahead(now, p.wall_ms);
         if let Some(mask) = p.links {
             let addr = link.addr;
             // Only while some lost link is presumed to be redialling can
             // this pong change anything: it may confirm that member gone.
             let c = &self.cluster;
-            let waiting = c.lost.keys().any(|a| c.presumed_up(*a, now.mono));
-            self.cluster.peer_links.insert(addr, (mask, now.mono));
+            let waiting = c
+                .peers
+                .lost
+                .keys()
+                .any(|a| c.peers.presumed_up(*a, now.mono, c.cfg.ping_interval));
+            self.cluster.peers.peer_links.insert(addr, (mask, now.mono));
             if waiting {
                 self.maybe_elect(now);
             }
         }
-        let link = self.cluster.links.get_mut(&peer).expect("link is up");
+        let link = self.cluster.peers.links.get_mut(&peer).expect("link is up");
         // Pings are answered in order (FIFO link): older unanswered ones
         // were lost with nothing, drop them.
         let mut sent = None;
@@ -296,13 +403,18 @@ impl Core {
             }
         }
         let Some(sent) = sent else { return };
-        let c = self.cluster.contact.entry(from.clone()).or_insert(Contact {
-            sent,
-            epoch,
-            active_sent: None,
-            view,
-            delay_until: None,
-        });
+        let c = self
+            .cluster
+            .peers
+            .contact
+            .entry(from.clone())
+            .or_insert(Contact {
+                sent,
+                epoch,
+                active_sent: None,
+                view,
+                delay_until: None,
+            });
         if !c.in_view(epoch, view) {
             c.active_sent = None;
         }
@@ -326,16 +438,16 @@ impl Core {
     /// link gets this round to be heard (its messages wait to be read).
     pub(crate) fn ping_all(&mut self, now: Now, stalled: bool) {
         let timeout = self.cluster.cfg.peer_timeout;
-        let peers: Vec<PeerId> = self.cluster.links.keys().copied().collect();
+        let peers: Vec<PeerId> = self.cluster.peers.links.keys().copied().collect();
         for peer in peers {
-            let link = self.cluster.links.get_mut(&peer).expect("listed");
+            let link = self.cluster.peers.links.get_mut(&peer).expect("listed");
             if link.closing {
                 continue;
             }
             let heard = link
                 .id
                 .as_ref()
-                .and_then(|id| self.cluster.heard.get(id).copied());
+                .and_then(|id| self.cluster.peers.heard.get(id).copied());
             let since = link.pings.front().map(|(_, at)| *at);
             let silent_since = match (heard, since) {
                 (Some(h), Some(s)) => Some(h.max(s)),
@@ -356,8 +468,8 @@ impl Core {
                 self.out.push_back(Output::PeerClose { peer });
                 continue;
             }
-            self.cluster.ping_serial += 1;
-            let serial = self.cluster.ping_serial;
+            self.cluster.peers.ping_serial += 1;
+            let serial = self.cluster.peers.ping_serial;
             if link.pings.len() >= MAX_PINGS {
                 link.pings.pop_front();
             }
@@ -373,6 +485,7 @@ impl Core {
         let keep = c.cfg.stretch(c.cfg.grace) * 4 + c.cfg.peer_timeout;
         let cutoff = now.mono - keep;
         let in_use: std::collections::BTreeSet<Id> = c
+            .peers
             .links
             .values()
             .filter_map(|l| l.id.clone())
@@ -383,9 +496,11 @@ impl Core {
                 .as_ref()
                 .is_some_and(|l| l.by_home.contains_key(id))
         };
-        c.heard
+        c.peers
+            .heard
             .retain(|id, t| *t >= cutoff || in_use.contains(id) || held(id));
-        c.contact
+        c.peers
+            .contact
             .retain(|id, k| k.sent >= cutoff || in_use.contains(id));
     }
 
@@ -398,11 +513,12 @@ impl Core {
         }
         let since = now - c.cfg.peer_timeout;
         let answered = c
+            .peers
             .contact
             .values()
             .filter(|k| k.in_view(c.epoch, c.view) && k.sent >= since)
             .count();
-        answered + 1 >= c.quorum
+        answered + 1 >= c.peers.quorum
     }
 
     /// The pong's `active` flag for `asker`: acting, and `asker`'s report
@@ -420,7 +536,7 @@ impl Core {
     /// state, or the news that this agent's report counts).
     pub(crate) fn answers_without_acting(&self, leader: &Id, now: Time, window: Duration) -> bool {
         let c = &self.cluster;
-        c.contact.get(leader).is_some_and(|k| {
+        c.peers.contact.get(leader).is_some_and(|k| {
             k.in_view(c.epoch, c.view)
                 && k.sent + c.cfg.peer_timeout >= now
                 && k.active_sent.is_none_or(|a| a + window <= now)
@@ -441,7 +557,7 @@ impl Core {
                 if counted && self.acting(now) {
                     times.push(now);
                 }
-            } else if let Some(k) = c.contact.get(leader) {
+            } else if let Some(k) = c.peers.contact.get(leader) {
                 if k.in_view(c.epoch, c.view) {
                     if let Some(a) = k.active_sent {
                         times.push(a);
@@ -466,4 +582,72 @@ pub(crate) fn wall_ahead(now: Now, wall_ms: Option<u64>) -> u64 {
         w.min(super::persist::epoch_limit(now))
             .saturating_sub(now.wall.0 / 1000)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(n: u16) -> Vec<SocketAddr> {
+        (0..n)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], 4040 + i)))
+            .collect()
+    }
+
+    fn link(addr: SocketAddr, id: Option<&str>, closing: bool) -> Link {
+        Link {
+            name: "x".to_owned(),
+            addr,
+            id: id.map(Id::from),
+            pings: VecDeque::new(),
+            closing,
+            ahead: 0,
+            since: Time::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_links_mask_has_the_members_linked_and_known() {
+        let m = addrs(4);
+        let mut p = Peers::new(m.clone());
+        assert_eq!(p.quorum, 3);
+        assert_eq!(p.election_quorum(), 3);
+        p.links.insert(PeerId(1), link(m[1], Some("b"), false));
+        p.links.insert(PeerId(2), link(m[2], None, false)); // no LOCKSTARTED yet
+        p.links.insert(PeerId(3), link(m[3], Some("d"), true)); // closing
+        assert_eq!(p.links_mask(), 0b0010);
+        assert_eq!(p.member_bit(m[3]), 0b1000);
+        assert_eq!(p.member_bit(SocketAddr::from(([10, 0, 0, 1], 1))), 0);
+        assert_eq!(p.link_of("b"), Some(PeerId(1)));
+        assert_eq!(p.link_of("d"), Some(PeerId(3)));
+        assert_eq!(p.link_of("c"), None);
+    }
+
+    #[test]
+    fn a_small_cluster_elects_with_everybody_a_larger_one_with_a_majority() {
+        assert_eq!(Peers::new(addrs(1)).election_quorum(), 1);
+        assert_eq!(Peers::new(addrs(3)).election_quorum(), 3);
+        assert_eq!(Peers::new(addrs(5)).election_quorum(), 3);
+    }
+
+    #[test]
+    fn a_lost_member_is_presumed_redialling_until_another_confirms_or_time_passes() {
+        let m = addrs(3);
+        let ping = Duration::from_millis(500);
+        let mut p = Peers::new(m.clone());
+        let t0 = Time::ZERO + Duration::from_secs(10);
+        assert!(!p.presumed_up(m[2], t0, ping), "never lost");
+        p.lost.insert(m[2], t0);
+        assert!(p.presumed_up(m[2], t0 + ping, ping));
+        assert!(!p.presumed_up(m[2], t0 + ping * 4, ping), "4 pings passed");
+        // Member 1 still says it has a link to member 2: no confirmation.
+        p.peer_links.insert(m[1], (0b101, t0 + ping));
+        assert!(p.presumed_up(m[2], t0 + ping * 2, ping));
+        // What it said before the loss does not count.
+        p.peer_links.insert(m[1], (0b001, t0 - ping));
+        assert!(p.presumed_up(m[2], t0 + ping * 2, ping));
+        // Said after the loss: member 1 lost it too.
+        p.peer_links.insert(m[1], (0b001, t0 + ping));
+        assert!(!p.presumed_up(m[2], t0 + ping * 2, ping));
+    }
 }

@@ -26,15 +26,13 @@ mod vouch;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub use batch::{TicketRecord, ticket_records};
 pub use config::{ClusterConfig, Plant};
 pub use persist::Persisted;
 
 use crate::time::{Now, Time};
-use crate::vocab::{ObjectName, PeerId, TicketId};
-use handover::Collect;
+use crate::vocab::{ObjectName, TicketId};
 use links::Link;
 use ltable::Leading;
 
@@ -94,13 +92,12 @@ pub(crate) struct Cluster {
     pub me: Id,
     pub name: String,
     pub addr: Option<SocketAddr>,
-    pub members: Vec<SocketAddr>,
-    pub quorum: usize,
+    /// The members, their links and what they said of their liveness.
+    pub peers: links::Peers,
     pub start_wall_us: u64,
     /// When this agent started (local monotonic time): how long it has
     /// had its memory.
     pub born: Time,
-    pub links: BTreeMap<PeerId, Link>,
     /// Current epoch and its leaders (ids, in order).
     /// Digest of `leaders` ([`view_of`]).
     pub view: u64,
@@ -109,30 +106,12 @@ pub(crate) struct Cluster {
     pub epoch_since: Time,
     /// Largest epoch seen anywhere (to draw a larger one).
     pub max_epoch_seen: u64,
-    pub heard: BTreeMap<Id, Time>,
-    pub contact: BTreeMap<Id, Contact>,
+    /// Reports, states and late reports of the current epoch.
+    pub handover: handover::Handover,
     /// Set while this agent is a leader of the current epoch.
     pub leading: Option<Leading>,
     /// The last table this agent had as a ready leader, kept for reports.
     pub frozen: Option<(u64, Leading)>,
-    /// Set while this agent is the collector of the current epoch.
-    pub collect: Option<Collect>,
-    /// The epoch this agent's report was accepted for... or sent for.
-    pub report_sent: Option<(u64, Time)>,
-    /// The collector's own report: its tickets wait here (by serial) for
-    /// the `end` line it sends itself, instead of being written out and
-    /// read back (a million held locks are seconds of that).
-    pub own_report: Option<(u64, handover::OwnTickets)>,
-    /// The collector's own copy of the state it built, and when: installed
-    /// at the first call of a later time, once the copies for the other
-    /// leaders went out (the shell writes between two calls of different
-    /// times).
-    pub own_state: Option<(Time, handover::StateIn)>,
-    pub own_serial: u64,
-    /// How much longer than `peer_timeout` to wait before reporting again:
-    /// a report of a million locks costs every agent on its way seconds,
-    /// and reports must not follow each other faster than they are read.
-    pub report_pause: Duration,
     pub submitted: BTreeMap<TicketId, Submitted>,
     /// Home: when contact with a majority of acting leaders last held,
     /// carried across epoch changes.
@@ -154,7 +133,6 @@ pub(crate) struct Cluster {
     pub min_epoch: u64,
     pub far_warnings: persist::FarWarnings,
     pub next_tick: Time,
-    pub ping_serial: u64,
     pub last_election: Option<Time>,
     /// When this agent last found it had not run for more than a
     /// `ping_interval` (paused, or busy): it does not conduct for a
@@ -165,23 +143,9 @@ pub(crate) struct Cluster {
     /// counts as gone only a `peer_timeout` after the move (its link may
     /// not be up yet, e.g. after this agent was paused).
     pub linked_leaders: std::collections::BTreeSet<Id>,
-    /// Members whose link went down, and when: one may be back in a moment
-    /// (a broken connection redials at once), so no election is held for it
-    /// until another member confirms it lost it too, or for
-    /// `4 × ping_interval` (docs/cluster.md, "Elections").
-    pub lost: BTreeMap<SocketAddr, Time>,
-    /// What each peer last said of its own links (`links=` of `LOCKPONG`:
-    /// bit i = a link up to member i), and when it arrived.
-    pub peer_links: BTreeMap<SocketAddr, (u64, Time)>,
-    /// Collector: the state of this epoch as sent, and the leaders that
-    /// have not answered as acting in it yet: each gets it again when its
-    /// link comes up (it had no link, or lost part of the state).
-    pub state_pending: Option<(u64, Vec<Id>, Vec<msg::PeerMsg>)>,
     /// Home: releases (`UNLOCK`) for owners of this epoch whose link was
     /// down, sent when it comes up.
     pub unsent: Vec<(Id, msg::PeerMsg)>,
-    /// When a link of this agent last came up (its peer's `LOCKSTARTED`).
-    pub last_link_up: Option<Time>,
     /// When this agent last logged what the first election waits for.
     pub waiting_logged: Option<Time>,
     /// Messages of the current epoch that arrived before this leader was
@@ -197,8 +161,6 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub fn new(cfg: &ClusterConfig, name: &str, now: Now) -> Cluster {
-        let members = cfg.members();
-        let n = members.len().max(1);
         let mut rng = ids::SplitMix64::new(cfg.seed);
         let kept = if cfg.plant == Plant::IgnorePersisted {
             Persisted::default()
@@ -218,26 +180,17 @@ impl Cluster {
             me,
             name: name.to_owned(),
             addr: cfg.listen,
-            members,
-            quorum: n / 2 + 1,
+            peers: links::Peers::new(cfg.members()),
             start_wall_us: now.wall.0,
             born: now.mono,
-            links: BTreeMap::new(),
             epoch: 0,
             view: 0,
             leaders: Vec::new(),
             epoch_since: now.mono,
             max_epoch_seen: kept.epoch,
-            heard: BTreeMap::new(),
-            contact: BTreeMap::new(),
+            handover: handover::Handover::default(),
             leading: None,
             frozen: None,
-            collect: None,
-            report_sent: None,
-            own_report: None,
-            own_state: None,
-            own_serial: 0,
-            report_pause: Duration::ZERO,
             submitted: BTreeMap::new(),
             last_ok: None,
             was_in_contact: false,
@@ -248,14 +201,9 @@ impl Cluster {
             min_epoch: kept.epoch,
             far_warnings: persist::FarWarnings::default(),
             next_tick: now.mono,
-            ping_serial: 0,
             last_election: None,
             woke: None,
             linked_leaders: std::collections::BTreeSet::new(),
-            lost: BTreeMap::new(),
-            peer_links: BTreeMap::new(),
-            last_link_up: None,
-            state_pending: None,
             unsent: Vec::new(),
             waiting_logged: None,
             early: Vec::new(),
@@ -263,49 +211,6 @@ impl Cluster {
             prev_epoch: 0,
             prev_leaders: Vec::new(),
         }
-    }
-
-    /// The bit of member `addr` in a `links=` mask (0 for none).
-    pub fn member_bit(&self, addr: SocketAddr) -> u64 {
-        (self.members.iter().position(|m| *m == addr))
-            .filter(|i| *i < 64)
-            .map_or(0, |i| 1 << i)
-    }
-
-    /// Bit i set: a link up (not closing, its agent known) to member i.
-    pub fn links_mask(&self) -> u64 {
-        (self.links.values())
-            .filter(|l| !l.closing && l.id.is_some())
-            .fold(0, |mask, l| mask | self.member_bit(l.addr))
-    }
-
-    /// Whether the member at `addr`, whose link went down lately, may just
-    /// be redialling: no other member said since that it lost it too, and
-    /// `4 × ping_interval` did not pass.
-    pub fn presumed_up(&self, addr: SocketAddr, now: Time) -> bool {
-        let Some(lost) = self.lost.get(&addr) else {
-            return false;
-        };
-        if now >= *lost + self.cfg.ping_interval * 4 {
-            return false;
-        }
-        let Some(i) = self
-            .members
-            .iter()
-            .position(|a| *a == addr)
-            .filter(|i| *i < 64)
-        else {
-            return false;
-        };
-        let confirmed = (self.peer_links.iter())
-            .any(|(other, (mask, at))| *other != addr && *at > *lost && mask & (1 << i) == 0);
-        !confirmed
-    }
-
-    /// Members needed to hold an election: all of them up to three.
-    pub fn election_quorum(&self) -> usize {
-        let n = self.members.len();
-        if n <= 3 { n } else { self.quorum }
     }
 
     /// The leaders needed for a majority of this epoch's leaders.
@@ -323,14 +228,6 @@ impl Cluster {
             return None;
         }
         Some((ids::fnv1a64(object) % self.leaders.len() as u64) as usize)
-    }
-
-    /// The up link to the agent with id `id`.
-    pub fn link_of(&self, id: &str) -> Option<PeerId> {
-        self.links
-            .iter()
-            .find(|(_, l)| l.id.as_deref() == Some(id))
-            .map(|(p, _)| *p)
     }
 
     /// The server name in an id.

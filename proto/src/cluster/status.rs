@@ -41,7 +41,8 @@ impl Core {
         if *leader == c.me {
             return c.leading.as_ref().is_some_and(|l| l.ready) && self.acting(now);
         }
-        c.contact
+        c.peers
+            .contact
             .get(leader)
             .filter(|k| k.in_view(c.epoch, c.view))
             .and_then(|k| k.active_sent)
@@ -55,7 +56,8 @@ impl Core {
         if *leader == c.me {
             return c.leading.as_ref().and_then(|l| l.delay_until);
         }
-        c.contact
+        c.peers
+            .contact
             .get(leader)
             .filter(|k| k.in_view(c.epoch, c.view))
             .and_then(|k| k.delay_until)
@@ -101,7 +103,7 @@ impl Core {
             } else {
                 format!(
                     "no leaders yet: the first election of a cluster of {} waits for every member; not connected: {}",
-                    c.members.len(),
+                    c.peers.members.len(),
                     addrs(&waiting)
                 )
             });
@@ -144,20 +146,22 @@ impl Core {
             return Vec::new();
         }
         let up: Vec<SocketAddr> = c
+            .peers
             .links
             .values()
             .filter(|l| !l.closing && l.id.is_some())
             .map(|l| l.addr)
             .collect();
         let needed = if c.max_epoch_seen == 0 {
-            c.election_quorum()
+            c.peers.election_quorum()
         } else {
-            c.quorum
+            c.peers.quorum
         };
         if up.len() + 1 >= needed {
             return Vec::new(); // enough: the conductor elects
         }
-        c.members
+        c.peers
+            .members
             .iter()
             .filter(|a| Some(**a) != c.addr && !up.contains(a))
             .copied()
@@ -181,16 +185,16 @@ impl Core {
         }
         self.cluster.waiting_logged = Some(now.mono);
         let c = &self.cluster;
-        if c.max_epoch_seen == 0 && c.members.len() <= 3 {
+        if c.max_epoch_seen == 0 && c.peers.members.len() <= 3 {
             log::warn!(
                 "no leaders: the first election of a cluster of {} needs every member connected; waiting for {}",
-                c.members.len(),
+                c.peers.members.len(),
                 addrs(&waiting)
             );
         } else {
             log::warn!(
                 "no leaders: an election needs {} members connected; waiting for one of {}",
-                c.quorum,
+                c.peers.quorum,
                 addrs(&waiting)
             );
         }

@@ -107,7 +107,8 @@ impl Core {
             let ready = c.leading.as_ref().is_some_and(|l| l.ready);
             return (ready && self.acting(now)).then_some(now);
         }
-        c.contact
+        c.peers
+            .contact
             .get(owner)
             .filter(|k| k.in_view(c.epoch, c.view))
             .and_then(|k| k.active_sent)
@@ -224,7 +225,7 @@ impl Core {
             return;
         }
         let c = &self.cluster;
-        let (members, quorum) = (c.members.len(), c.quorum);
+        let (members, quorum) = (c.peers.members.len(), c.peers.quorum);
         let mut olds: Vec<SocketAddr> = Vec::new();
         for (_, old) in c.carried.locks.values() {
             let addr = old

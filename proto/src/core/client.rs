@@ -457,12 +457,12 @@ impl Core {
                 .iter()
                 .map(|l| crate::cluster::Cluster::name_of(l))
                 .collect();
-            let connected = c.links.values().filter(|l| l.id.is_some()).count() + 1;
+            let connected = c.peers.links.values().filter(|l| l.id.is_some()).count() + 1;
             (
                 leaders.join(","),
                 connected,
-                c.members.len(),
-                c.quorum,
+                c.peers.members.len(),
+                c.peers.quorum,
                 c.epoch,
             )
         } else {

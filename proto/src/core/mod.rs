@@ -409,7 +409,7 @@ impl Core {
             return table;
         }
         let mut tick = self.cluster.next_tick;
-        if let Some((at, _)) = &self.cluster.own_state {
+        if let Some((at, _)) = &self.cluster.handover.own_state {
             tick = tick.min(*at + std::time::Duration::from_micros(1));
         }
         Some(table.map_or(tick, |t| t.min(tick)))
@@ -532,7 +532,7 @@ impl Core {
         self.log_waiting(now);
         self.leader_tick(now);
         self.check_collect(now);
-        if self.cluster.report_sent.is_none() {
+        if self.cluster.handover.report_sent.is_none() {
             self.send_report(now);
         }
         self.maybe_elect(now);
