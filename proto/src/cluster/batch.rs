@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use super::Id;
-use super::msg::{Bad, Part, PeerMsg, Tickets};
+use super::msg::{BadField, Part, PeerMsg, Tickets};
 use crate::vocab::{Kind, Mode, ObjectName, Policy, parse_u64};
 use crate::wire::{Message, put_u64};
 
 /// One held (or, from a home, waiting) ticket in a report or a state.
 #[derive(Clone, Debug)]
-pub(crate) struct RTicket {
+pub(crate) struct ReportedTicket {
     pub object: ObjectName,
     pub home: Id,
     pub req: u64,
@@ -29,7 +29,7 @@ const BATCH_BYTES: usize = 256 << 10;
 /// A ticket's fields as its holder keeps them, to write its record without
 /// a copy (a report of a million locks).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RRef<'a> {
+pub(crate) struct ReportedRef<'a> {
     pub object: &'a [u8],
     pub home: &'a str,
     pub req: u64,
@@ -38,7 +38,7 @@ pub(crate) struct RRef<'a> {
     pub kind: Kind,
 }
 
-impl RRef<'_> {
+impl ReportedRef<'_> {
     /// Appends this ticket's record (see [`Batch`]).
     fn encode(&self, held: Option<bool>, out: &mut Vec<u8>) {
         let (mode, limit) = (
@@ -74,9 +74,9 @@ impl RRef<'_> {
     }
 }
 
-impl RTicket {
-    fn as_ref(&self) -> RRef<'_> {
-        RRef {
+impl ReportedTicket {
+    fn as_ref(&self) -> ReportedRef<'_> {
+        ReportedRef {
             object: &self.object,
             home: &self.home,
             req: self.req,
@@ -93,38 +93,41 @@ impl RTicket {
         input: &mut &[u8],
         home: Option<&Id>,
         last: &mut Option<Id>,
-    ) -> Result<(RTicket, Option<bool>), Bad> {
-        fn word<'a>(input: &mut &'a [u8], end: u8) -> Result<&'a [u8], Bad> {
-            let at = input.iter().position(|&b| b == end).ok_or(Bad("tickets"))?;
+    ) -> Result<(ReportedTicket, Option<bool>), BadField> {
+        fn word<'a>(input: &mut &'a [u8], end: u8) -> Result<&'a [u8], BadField> {
+            let at = input
+                .iter()
+                .position(|&b| b == end)
+                .ok_or(BadField("tickets"))?;
             let (w, rest) = input.split_at(at);
             *input = &rest[1..];
             Ok(w)
         }
-        fn num(input: &mut &[u8], end: u8) -> Result<u64, Bad> {
-            parse_u64(word(input, end)?).ok_or(Bad("tickets"))
+        fn num(input: &mut &[u8], end: u8) -> Result<u64, BadField> {
+            parse_u64(word(input, end)?).ok_or(BadField("tickets"))
         }
-        fn bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8], Bad> {
-            let len = usize::try_from(num(input, b':')?).map_err(|_| Bad("tickets"))?;
+        fn bytes<'a>(input: &mut &'a [u8]) -> Result<&'a [u8], BadField> {
+            let len = usize::try_from(num(input, b':')?).map_err(|_| BadField("tickets"))?;
             if len > input.len() {
-                return Err(Bad("tickets"));
+                return Err(BadField("tickets"));
             }
             let (b, rest) = input.split_at(len);
             *input = rest;
             Ok(b)
         }
-        fn text<'a>(input: &mut &'a [u8]) -> Result<&'a str, Bad> {
-            std::str::from_utf8(bytes(input)?).map_err(|_| Bad("tickets"))
+        fn text<'a>(input: &mut &'a [u8]) -> Result<&'a str, BadField> {
+            std::str::from_utf8(bytes(input)?).map_err(|_| BadField("tickets"))
         }
         let fence = num(input, b' ')?;
         let req = num(input, b' ')?;
         let mode = match word(input, b' ')? {
             b"x" => Mode::Exclusive,
             b"s" => Mode::Shared,
-            _ => return Err(Bad("mode")),
+            _ => return Err(BadField("mode")),
         };
         let limit = match num(input, b' ')? {
             0 => None,
-            l => Some(u32::try_from(l).map_err(|_| Bad("limit"))?),
+            l => Some(u32::try_from(l).map_err(|_| BadField("limit"))?),
         };
         let policy = word(input, b' ')?;
         let quiet = Duration::from_micros(num(input, b' ')?);
@@ -132,22 +135,22 @@ impl RTicket {
             b"h" => Policy::Hard,
             b"s" => Policy::Soft,
             b"t" => Policy::Timed { quiet },
-            _ => return Err(Bad("policy")),
+            _ => return Err(BadField("policy")),
         };
         let held = match word(input, b' ')? {
             b"-" => None,
             b"1" => Some(true),
             b"0" => Some(false),
-            _ => return Err(Bad("held")),
+            _ => return Err(BadField("held")),
         };
         let object = bytes(input)?;
         if object.is_empty() {
-            return Err(Bad("object_name"));
+            return Err(BadField("object_name"));
         }
         let object = ObjectName::from(object);
         let home = match (text(input)?, home) {
             ("", Some(h)) => h.clone(),
-            ("", None) => return Err(Bad("home")),
+            ("", None) => return Err(BadField("home")),
             (h, _) => match last {
                 Some(l) if **l == *h => l.clone(),
                 _ => last.insert(Id::from(h)).clone(),
@@ -160,7 +163,7 @@ impl RTicket {
             policy,
         };
         Ok((
-            RTicket {
+            ReportedTicket {
                 object,
                 home,
                 req,
@@ -209,12 +212,12 @@ impl Batch {
     }
 
     /// Adds a ticket; returns a full line when one is ready.
-    pub(crate) fn push(&mut self, t: &RTicket, held: Option<bool>) -> Option<PeerMsg> {
+    pub(crate) fn push(&mut self, t: &ReportedTicket, held: Option<bool>) -> Option<PeerMsg> {
         self.push_ref(t.as_ref(), held)
     }
 
     /// [`Batch::push`] from borrowed fields.
-    pub(crate) fn push_ref(&mut self, t: RRef<'_>, held: Option<bool>) -> Option<PeerMsg> {
+    pub(crate) fn push_ref(&mut self, t: ReportedRef<'_>, held: Option<bool>) -> Option<PeerMsg> {
         t.encode(held, &mut self.records);
         self.count += 1;
         if self.count >= BATCH_TICKETS || self.records.len() >= BATCH_BYTES {
@@ -257,19 +260,19 @@ impl Batch {
 pub(crate) fn read_batch(
     batch: &Tickets,
     home: Option<&Id>,
-) -> Result<Vec<(RTicket, Option<bool>)>, Bad> {
+) -> Result<Vec<(ReportedTicket, Option<bool>)>, BadField> {
     let n = batch.n;
     let mut input = &batch.records[..];
     let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(BATCH_TICKETS));
     let mut last = None;
     while !input.is_empty() {
         if out.len() as u64 >= n {
-            return Err(Bad("n"));
+            return Err(BadField("n"));
         }
-        out.push(RTicket::decode(&mut input, home, &mut last)?);
+        out.push(ReportedTicket::decode(&mut input, home, &mut last)?);
     }
     if out.len() as u64 != n {
-        return Err(Bad("n"));
+        return Err(BadField("n"));
     }
     Ok(out)
 }
@@ -325,8 +328,8 @@ mod tests {
     use super::*;
     use crate::wire::{encode_to_vec, parse};
 
-    fn ticket(object: &[u8], home: &str, n: u64) -> RTicket {
-        RTicket {
+    fn ticket(object: &[u8], home: &str, n: u64) -> ReportedTicket {
+        ReportedTicket {
             object: ObjectName::from(object),
             home: Id::from(home),
             req: n,

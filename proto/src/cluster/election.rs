@@ -7,7 +7,7 @@ use super::Id;
 use super::config::addr_key;
 use super::ids;
 use super::links::To;
-use super::msg::{Bad, PeerMsg, Started};
+use super::msg::{BadField, PeerMsg, Started};
 use crate::core::Core;
 use crate::time::Now;
 use crate::vocab::PeerId;
@@ -37,11 +37,18 @@ impl Core {
         }
     }
 
-    pub(crate) fn on_started(&mut self, now: Now, peer: PeerId, s: Started) -> Result<(), Bad> {
-        let parsed = ids::parse_id(&s.id).ok_or(Bad("lockid"))?;
+    pub(crate) fn on_started(
+        &mut self,
+        now: Now,
+        peer: PeerId,
+        s: Started,
+    ) -> Result<(), BadField> {
+        let parsed = ids::parse_id(&s.id).ok_or(BadField("lockid"))?;
         let link = self.cluster.peers.links.get(&peer).expect("link is up");
         if parsed.name != link.name || parsed.addr != Some(link.addr) {
-            return Err(Bad("lockid (not the name and address of the handshake)"));
+            return Err(BadField(
+                "lockid (not the name and address of the handshake)",
+            ));
         }
         let id: Id = s.id;
         log::info!("{} is {id}", link.name);
@@ -323,7 +330,7 @@ impl Core {
         let prev_leaders = std::mem::take(&mut self.cluster.leaders);
         if let Some(l) = self.cluster.leading.take() {
             if l.ready {
-                self.cluster.frozen = Some((prev_epoch, l));
+                self.cluster.last_table = Some((prev_epoch, l));
             }
         }
         let c = &mut self.cluster;
@@ -348,7 +355,7 @@ impl Core {
         c.early.clear();
         c.handover.report_sent = None;
         if c.is_leader() {
-            c.leading = Some(super::ltable::Leading::new());
+            c.leading = Some(super::ltable::LeaderTable::new());
         }
         if c.leaders[0] == c.me {
             c.handover.collect = Some(super::handover::Collect::new(now.mono));

@@ -5,8 +5,8 @@
 use super::Id;
 use super::config::Plant;
 use super::links::To;
-use super::ltable::{LObject, LState, LTicket};
-use super::msg::{Bad, PeerMsg, TicketAt};
+use super::ltable::{LeaderObject, LeaderState, LeaderTicket};
+use super::msg::{BadField, PeerMsg, TicketAt};
 use crate::core::Core;
 use crate::time::Now;
 use crate::vocab::{Kind, Mode};
@@ -21,12 +21,12 @@ impl Core {
         key: String,
         number: u64,
         kind: Kind,
-    ) -> Result<(), Bad> {
+    ) -> Result<(), BadField> {
         let TicketAt {
             object, home, req, ..
         } = at;
         if self.owner_of(&object).as_deref() != Some(&**from) {
-            return Err(Bad("object_name (sender is not its owner)"));
+            return Err(BadField("object_name (sender is not its owner)"));
         }
         // The home's id once per agent, not once per ticket.
         let home: Id = self
@@ -35,14 +35,14 @@ impl Core {
             .heard
             .get_key_value(&home)
             .map_or(home, |(k, _)| k.clone());
-        let t = LTicket {
+        let t = LeaderTicket {
             key: key.into(),
             number,
             kind,
-            state: LState::Waiting,
+            state: LeaderState::Waiting,
             home: home.clone(),
             req,
-            told: 0,
+            has_ticket: 0,
         };
         self.cluster
             .peers
@@ -72,10 +72,10 @@ impl Core {
         from: &Id,
         at: TicketAt,
         fence: u64,
-    ) -> Result<(), Bad> {
+    ) -> Result<(), BadField> {
         let (object, home, req) = (&*at.object, &*at.home, at.req);
         if self.owner_of(object).as_deref() != Some(&**from) {
-            return Err(Bad("object_name (sender is not its owner)"));
+            return Err(BadField("object_name (sender is not its owner)"));
         }
         let acting = self.acting(now.mono);
         let plant = self.cluster.cfg.plant;
@@ -87,7 +87,7 @@ impl Core {
             if let Some(pos) = o.find(home, req) {
                 let compatible = plant == Plant::DoubleVote || may_also_hold(o, pos);
                 if acting && !delayed && compatible {
-                    o.tickets[pos].state = LState::Held { fence };
+                    o.tickets[pos].state = LeaderState::Held { fence };
                     o.last_fence = o.last_fence.max(fence);
                     ok = true;
                 } else if !compatible {
@@ -118,9 +118,9 @@ impl Core {
 
 /// Whether a follower may vote for ticket `pos` next to the ones it voted
 /// for already: never two conflicting grants of one object at once.
-fn may_also_hold(o: &LObject, pos: usize) -> bool {
+fn may_also_hold(o: &LeaderObject, pos: usize) -> bool {
     let t = &o.tickets[pos];
-    let held: Vec<&LTicket> = o
+    let held: Vec<&LeaderTicket> = o
         .tickets
         .iter()
         .enumerate()

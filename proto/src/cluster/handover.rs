@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::batch::{BATCH_TICKETS, Batch, BatchOf, RRef, RTicket, read_batch};
+use super::batch::{BATCH_TICKETS, Batch, BatchOf, ReportedRef, ReportedTicket, read_batch};
 use super::config::Plant;
 use super::links::To;
-use super::ltable::{LState, LTicket};
+use super::ltable::{LeaderState, LeaderTicket};
 use super::merge::merge_held;
-use super::msg::{Bad, Part, PeerMsg, ReportBegin};
+use super::msg::{BadField, Part, PeerMsg, ReportBegin};
 use super::{Cluster, Id};
 use crate::core::Core;
 use crate::local::table::State;
@@ -36,15 +36,15 @@ pub(crate) struct Report {
     pub up: u64,
     /// The serial of the collector's own report (`own=`).
     pub own: Option<u64>,
-    pub leader: Vec<RTicket>,
+    pub leader: Vec<ReportedTicket>,
     /// Its own clients' requests: held or waiting.
-    pub home: Vec<(RTicket, bool)>,
+    pub home: Vec<(ReportedTicket, bool)>,
     pub lines: u64,
 }
 
-/// A report's tickets: its frozen table's, and its own clients' requests
+/// A report's tickets: its last leader table's, and its own clients' requests
 /// (held or waiting).
-pub(crate) type OwnTickets = (Vec<RTicket>, Vec<(RTicket, bool)>);
+pub(crate) type OwnTickets = (Vec<ReportedTicket>, Vec<(ReportedTicket, bool)>);
 
 /// What the handover of the current epoch has of this agent: as the
 /// collector, the reports and the state it built; as a reporter, when it
@@ -101,7 +101,7 @@ impl Collect {
 pub(crate) struct StateIn {
     pub base: u64,
     pub delay: Duration,
-    pub tickets: Vec<RTicket>,
+    pub tickets: Vec<ReportedTicket>,
     pub reporters: BTreeSet<Id>,
 }
 
@@ -120,7 +120,7 @@ impl Core {
         let mut begin = ReportBegin {
             prev_epoch: c.prev_epoch,
             prev_leaders: c.prev_leaders.clone(),
-            ready_epoch: c.frozen.as_ref().map_or(0, |(e, _)| *e),
+            ready_epoch: c.last_table.as_ref().map_or(0, |(e, _)| *e),
             floor: c.fence_floor,
             up_us: u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
             ..ReportBegin::default()
@@ -128,7 +128,7 @@ impl Core {
         // A lock-delay still running carries over: the homes it waits for
         // are no better known to the new epoch.
         let delay_left = c
-            .frozen
+            .last_table
             .as_ref()
             .and_then(|(_, t)| t.delay_until)
             .map_or(Duration::ZERO, |d| d.saturating_since(now.mono));
@@ -138,7 +138,7 @@ impl Core {
         let mut home = Vec::new();
         let mut lines = Vec::new();
         let mut leader_batch = Batch::new(BatchOf::Leader, epoch);
-        if let Some((_, table)) = &c.frozen {
+        if let Some((_, table)) = &c.last_table {
             // Both maps are in key order: walked together, not searched a
             // million times.
             let mut homes = self.table.objects.iter().peekable();
@@ -164,7 +164,7 @@ impl Core {
                             continue;
                         }
                         if own {
-                            leader.push(RTicket {
+                            leader.push(ReportedTicket {
                                 object: name.clone(),
                                 home: t.home.clone(),
                                 req: t.req,
@@ -173,7 +173,7 @@ impl Core {
                                 kind: t.kind,
                             });
                         } else {
-                            let r = RRef {
+                            let r = ReportedRef {
                                 object: name,
                                 home: &t.home,
                                 req: t.req,
@@ -198,7 +198,7 @@ impl Core {
                     State::Held { fence, .. } | State::Expired { fence, .. } => (fence, true),
                 };
                 if own {
-                    let r = RTicket {
+                    let r = ReportedTicket {
                         object: name.clone(),
                         home: me.clone(),
                         req: t.id.0,
@@ -208,7 +208,7 @@ impl Core {
                     };
                     home.push((r, held));
                 } else {
-                    let r = RRef {
+                    let r = ReportedRef {
                         object: name,
                         home: &me,
                         req: t.id.0,
@@ -257,7 +257,7 @@ impl Core {
         from: &Id,
         epoch: u64,
         part: Part,
-    ) -> Result<(), Bad> {
+    ) -> Result<(), BadField> {
         if epoch != self.cluster.epoch {
             return Ok(());
         }
@@ -268,7 +268,7 @@ impl Core {
         }
     }
 
-    fn on_report_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), Bad> {
+    fn on_report_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), BadField> {
         let max_tickets = self.config.max_tickets as u64 * 2;
         let max_lines = max_tickets + 16;
         let Some(collect) = self.cluster.handover.collect.as_mut() else {
@@ -290,12 +290,12 @@ impl Core {
             return Ok(());
         }
         let Some(r) = collect.partial.get_mut(from) else {
-            return Err(Bad("part (no begin)"));
+            return Err(BadField("part (no begin)"));
         };
         r.lines += 1;
         if r.lines > max_lines {
             collect.partial.remove(from);
-            return Err(Bad("part (too many)"));
+            return Err(BadField("part (too many)"));
         }
         match part {
             Part::Report { as_leader, tickets } => {
@@ -303,7 +303,7 @@ impl Core {
                 super::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
                 if (r.leader.len() + r.home.len() + tickets.len()) as u64 > max_tickets {
                     collect.partial.remove(from);
-                    return Err(Bad("part (too many tickets)"));
+                    return Err(BadField("part (too many tickets)"));
                 }
                 for (t, held) in tickets {
                     if as_leader {
@@ -316,7 +316,7 @@ impl Core {
             Part::ReportEnd { count } => {
                 let mut r = collect.partial.remove(from).expect("present");
                 if count != r.lines {
-                    return Err(Bad("count"));
+                    return Err(BadField("count"));
                 }
                 if *from == self.cluster.me {
                     // Its own report: the tickets did not go through the
@@ -453,7 +453,7 @@ impl Core {
             if fence == t.fence {
                 msgs.extend(batch.push(t, None));
             } else {
-                let t = RTicket { fence, ..t.clone() };
+                let t = ReportedTicket { fence, ..t.clone() };
                 msgs.extend(batch.push(&t, None));
             }
         }
@@ -477,7 +477,7 @@ impl Core {
                 base,
                 delay,
                 tickets: (held.iter())
-                    .map(|&(t, fence)| RTicket { fence, ..t.clone() })
+                    .map(|&(t, fence)| ReportedTicket { fence, ..t.clone() })
                     .collect(),
                 reporters: reports.keys().cloned().collect(),
             };
@@ -554,9 +554,9 @@ impl Core {
         }
     }
 
-    fn on_state_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), Bad> {
+    fn on_state_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), BadField> {
         if self.cluster.leaders.first() != Some(from) {
-            return Err(Bad("part (not from the collector)"));
+            return Err(BadField("part (not from the collector)"));
         }
         if matches!(
             part,
@@ -580,7 +580,7 @@ impl Core {
             return Ok(());
         }
         let Some(s) = l.state_in.as_mut() else {
-            return Err(Bad("part (no state-begin)"));
+            return Err(BadField("part (no state-begin)"));
         };
         l.state_lines += 1;
         match part {
@@ -589,7 +589,7 @@ impl Core {
                 super::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
                 if s.tickets.len() + tickets.len() > self.config.max_tickets * 2 {
                     l.state_in = None;
-                    return Err(Bad("part (too many tickets)"));
+                    return Err(BadField("part (too many tickets)"));
                 }
                 s.tickets.extend(tickets.into_iter().map(|(t, _)| t));
             }
@@ -599,12 +599,12 @@ impl Core {
             Part::StateEnd { count } => {
                 if count != l.state_lines {
                     l.state_in = None;
-                    return Err(Bad("count"));
+                    return Err(BadField("count"));
                 }
                 let s = l.state_in.take().expect("present");
                 self.install(now, s);
             }
-            _ => return Err(Bad("part")),
+            _ => return Err(BadField("part")),
         }
         Ok(())
     }
@@ -650,14 +650,14 @@ impl Core {
             }
             rows.push((
                 t.object,
-                LTicket {
+                LeaderTicket {
                     home: t.home,
                     req: t.req,
                     key: t.key,
                     number,
                     kind: t.kind,
-                    state: LState::Inherited { fence: t.fence },
-                    told: all,
+                    state: LeaderState::Inherited { fence: t.fence },
+                    has_ticket: all,
                 },
             ));
         }
@@ -689,7 +689,7 @@ impl Core {
         let early = std::mem::take(&mut self.cluster.early);
         for (from, m) in early {
             let cmd = m.command();
-            if let Err(Bad(what)) = self.on_lock_message(now, &from, m) {
+            if let Err(BadField(what)) = self.on_lock_message(now, &from, m) {
                 log::warn!("{cmd} dropped: bad or missing {what}");
             }
         }

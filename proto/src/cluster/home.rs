@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::links::To;
-use super::msg::{Bad, Lock, PeerMsg, TicketAt};
+use super::msg::{BadField, Lock, PeerMsg, TicketAt};
 use super::{Id, Submitted};
 use crate::core::Core;
 use crate::local::replies;
@@ -112,10 +112,10 @@ impl Core {
         from: &Id,
         at: TicketAt,
         answer: Result<u64, (&'static str, String)>,
-    ) -> Result<(), Bad> {
+    ) -> Result<(), BadField> {
         let (object, req) = (&*at.object, at.req);
         if at.home != self.cluster.me {
-            return Err(Bad("home"));
+            return Err(BadField("home"));
         }
         let id = TicketId(req);
         let found = self
@@ -174,9 +174,9 @@ impl Core {
     /// `HASTICKET` from an owner whose link to this agent came back: a
     /// request this agent no longer has is given back (its `UNLOCK` may
     /// have been lost with the link).
-    pub(crate) fn home_check(&mut self, from: &Id, at: TicketAt) -> Result<(), Bad> {
+    pub(crate) fn home_check(&mut self, from: &Id, at: TicketAt) -> Result<(), BadField> {
         if at.home != self.cluster.me {
-            return Err(Bad("home"));
+            return Err(BadField("home"));
         }
         let has = (self.table.objects.get(&at.object))
             .is_some_and(|o| o.position(TicketId(at.req)).is_some());

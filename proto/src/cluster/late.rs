@@ -6,12 +6,12 @@
 
 use std::collections::BTreeSet;
 
-use super::batch::{Batch, BatchOf, RTicket, read_batch};
+use super::batch::{Batch, BatchOf, ReportedTicket, read_batch};
 use super::config::Plant;
 use super::handover::Report;
 use super::links::To;
-use super::ltable::LState;
-use super::msg::{Bad, Part, PeerMsg};
+use super::ltable::LeaderState;
+use super::msg::{BadField, Part, PeerMsg};
 use super::{Cluster, Id};
 use crate::core::Core;
 use crate::time::Now;
@@ -32,7 +32,7 @@ impl Core {
         });
         let mut batch = Batch::new(BatchOf::Late, epoch);
         for (t, held) in &r.home {
-            let t = RTicket {
+            let t = ReportedTicket {
                 home: from.clone(),
                 ..t.clone()
             };
@@ -61,7 +61,7 @@ impl Core {
     /// owner, it drops the tickets the state inherited for that agent that
     /// the report no longer has (the home is the authority on its clients:
     /// nobody else would ever end them).
-    pub(crate) fn weigh_late(&mut self, now: Now, home: &Id, tickets: Vec<(RTicket, bool)>) {
+    pub(crate) fn weigh_late(&mut self, now: Now, home: &Id, tickets: Vec<(ReportedTicket, bool)>) {
         let me = self.cluster.me.clone();
         let Some(l) = self.cluster.leading.as_ref() else {
             return;
@@ -86,7 +86,7 @@ impl Core {
                 .get(&*t.object)
                 .and_then(|o| o.find(home, t.req).map(|p| o.tickets[p].state))
                 .is_some_and(|s| {
-                    matches!(s, LState::Held { fence } | LState::Inherited { fence } if fence == t.fence)
+                    matches!(s, LeaderState::Held { fence } | LeaderState::Inherited { fence } if fence == t.fence)
                 });
             if !known {
                 missing += 1;
@@ -110,8 +110,9 @@ impl Core {
             .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
             .filter(|(name, req)| {
                 l.objects.get(&**name).is_some_and(|o| {
-                    o.find(home, *req)
-                        .is_some_and(|p| matches!(o.tickets[p].state, LState::Inherited { .. }))
+                    o.find(home, *req).is_some_and(|p| {
+                        matches!(o.tickets[p].state, LeaderState::Inherited { .. })
+                    })
                 })
             })
             .cloned()
@@ -143,7 +144,7 @@ impl Core {
 
     /// A late report passed on by the collector (`part=late-begin`, its
     /// tickets, `part=late-end`).
-    pub(super) fn on_late_part(&mut self, now: Now, part: Part) -> Result<(), Bad> {
+    pub(super) fn on_late_part(&mut self, now: Now, part: Part) -> Result<(), BadField> {
         let max_tickets = self.config.max_tickets as u64;
         let max_lines = 2 + max_tickets;
         let Some(l) = self.cluster.leading.as_mut() else {
@@ -155,26 +156,26 @@ impl Core {
             }
             Part::Late(batch) => {
                 let Some((home, tickets, lines)) = l.late_in.as_mut() else {
-                    return Err(Bad("part (no late-begin)"));
+                    return Err(BadField("part (no late-begin)"));
                 };
                 *lines += 1;
                 let batch = read_batch(&batch, Some(&*home))?;
                 if (tickets.len() + batch.len()) as u64 > max_tickets || *lines > max_lines {
                     l.late_in = None;
-                    return Err(Bad("part (too many tickets)"));
+                    return Err(BadField("part (too many tickets)"));
                 }
                 tickets.extend(batch.into_iter().map(|(t, held)| (t, held == Some(true))));
             }
             Part::LateEnd { id, count } => {
                 let Some((home, tickets, lines)) = l.late_in.take() else {
-                    return Err(Bad("part (no late-begin)"));
+                    return Err(BadField("part (no late-begin)"));
                 };
                 if count != lines + 1 || id != home {
-                    return Err(Bad("count"));
+                    return Err(BadField("count"));
                 }
                 self.weigh_late(now, &home, tickets);
             }
-            _ => return Err(Bad("part")),
+            _ => return Err(BadField("part")),
         }
         Ok(())
     }

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use super::Id;
 use super::config::Plant;
 use super::links::To;
-use super::ltable::{LState, LTicket};
-use super::msg::{Bad, Lock, PeerMsg, Role, TicketAt};
+use super::ltable::{LeaderState, LeaderTicket};
+use super::msg::{BadField, Lock, PeerMsg, Role, TicketAt};
 use super::votes::{self, Ballot, Tally, Widen};
 use crate::core::Core;
 use crate::local::ticket::{View, who_may_hold};
@@ -57,7 +57,12 @@ impl Core {
 
     /// The lock protocol's messages ([`Role::Leader`] and [`Role::Home`]);
     /// `from` sent it.
-    pub(crate) fn on_lock_message(&mut self, now: Now, from: &Id, m: PeerMsg) -> Result<(), Bad> {
+    pub(crate) fn on_lock_message(
+        &mut self,
+        now: Now,
+        from: &Id,
+        m: PeerMsg,
+    ) -> Result<(), BadField> {
         if m.epoch() != Some(self.cluster.epoch) {
             return Ok(()); // another epoch's: its senders re-send in ours
         }
@@ -129,7 +134,7 @@ impl Core {
         }
     }
 
-    fn owner_lock(&mut self, now: Now, home: &Id, lock: Lock) -> Result<(), Bad> {
+    fn owner_lock(&mut self, now: Now, home: &Id, lock: Lock) -> Result<(), BadField> {
         let Lock {
             object,
             req,
@@ -140,11 +145,11 @@ impl Core {
         } = lock;
         let object = &*object;
         if self.owner_of(object).as_ref() != Some(&self.cluster.me) {
-            return Err(Bad("object_name (not owned here)"));
+            return Err(BadField("object_name (not owned here)"));
         }
         let max_per_object = self.config.max_tickets_per_object;
         let max_tickets = self.config.max_tickets;
-        let told = self.first_followers(home);
+        let has_ticket = self.first_followers(home);
         let l = self.cluster.leading.as_mut().expect("ready leader");
         let name: ObjectName = l
             .objects
@@ -155,19 +160,19 @@ impl Core {
                 // A request sent again (after an epoch change, or a lost
                 // answer): answer again what is known.
                 match o.tickets[pos].state {
-                    LState::Held { fence } => {
+                    LeaderState::Held { fence } => {
                         let at = self.ticket_at(&name, home, req);
                         self.send(To::Agent(home), PeerMsg::Locked { at, fence });
                     }
-                    LState::Inherited { .. } => {
+                    LeaderState::Inherited { .. } => {
                         // Its home still waits: no grant stands behind it,
                         // and one of this epoch's must (S6).
                         let o = l.objects.get_mut(object).expect("exists");
-                        o.tickets[pos].state = LState::Waiting;
+                        o.tickets[pos].state = LeaderState::Waiting;
                         self.evaluate(now, &name);
                         self.refuse_if_busy(now, object, home, req, try_once);
                     }
-                    LState::Waiting | LState::Activating { .. } => {}
+                    LeaderState::Waiting | LeaderState::Activating { .. } => {}
                 }
                 return Ok(());
             }
@@ -190,14 +195,14 @@ impl Core {
             .map_or(1, |n| n + 1);
         l.insert(
             &name,
-            LTicket {
+            LeaderTicket {
                 home: home.clone(),
                 req,
                 key: key.as_str().into(),
                 number,
                 kind,
-                state: LState::Waiting,
-                told,
+                state: LeaderState::Waiting,
+                has_ticket,
             },
         );
         self.cluster
@@ -212,7 +217,7 @@ impl Core {
             number,
             kind,
         };
-        self.send(To::Leaders(told), add);
+        self.send(To::Leaders(has_ticket), add);
         self.evaluate(now, &name);
         self.refuse_if_busy(now, object, home, req, try_once);
         Ok(())
@@ -236,11 +241,11 @@ impl Core {
             .delay_until
             .map_or(std::time::Duration::ZERO, |d| d.saturating_since(now.mono));
         let refusal = match state {
-            Some(LState::Waiting) if !delay.is_zero() => {
+            Some(LeaderState::Waiting) if !delay.is_zero() => {
                 Some(("unavailable", super::status::lock_delay_reason(delay)))
             }
-            Some(LState::Waiting) => Some(("busy", "the object is locked".to_owned())),
-            Some(LState::Activating { .. }) if !acting => Some((
+            Some(LeaderState::Waiting) => Some(("busy", "the object is locked".to_owned())),
+            Some(LeaderState::Activating { .. }) if !acting => Some((
                 "unavailable",
                 format!(
                     "no quorum: the owner {} is not answered by a quorum",
@@ -281,7 +286,7 @@ impl Core {
         };
         if let Some(t) = l.remove(object, home, req) {
             let at = self.ticket_at(&name, home, req);
-            self.send(To::Leaders(t.told), PeerMsg::DropTicket(at));
+            self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
             self.evaluate(now, &name);
         }
     }
@@ -324,7 +329,7 @@ impl Core {
             .iter()
             .map(|t| View {
                 kind: t.kind,
-                held: t.state != LState::Waiting,
+                held: t.state != LeaderState::Waiting,
             })
             .collect();
         let decision = who_may_hold(&views, o.last_shared_grant, now.mono);
@@ -340,8 +345,8 @@ impl Core {
             let fence = self.next_fence(name);
             let l = self.cluster.leading.as_mut().expect("leader");
             let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
-            let to = t.told | 1 << me;
-            t.state = LState::Activating {
+            let to = t.has_ticket | 1 << me;
+            t.state = LeaderState::Activating {
                 fence,
                 ballot: Ballot {
                     votes: 1 << me,
@@ -396,7 +401,7 @@ impl Core {
         };
         let o = l.objects.get_mut(&at.object).expect("exists");
         let t = &mut o.tickets[pos];
-        if let LState::Activating {
+        if let LeaderState::Activating {
             fence: f,
             ballot: Ballot { votes, refused, .. },
         } = &mut t.state
@@ -439,13 +444,13 @@ impl Core {
         };
         let Some(pos) = o.find(home, req) else { return };
         let t = &mut o.tickets[pos];
-        let LState::Activating { fence, ballot } = t.state else {
+        let LeaderState::Activating { fence, ballot } = t.state else {
             return;
         };
         let plant = plant == Plant::SkipSameMajority;
         match ballot.tally(all, majority, acting, plant) {
             Tally::Grant => {
-                t.state = LState::Held { fence };
+                t.state = LeaderState::Held { fence };
                 if t.kind.mode == Mode::Shared {
                     o.last_shared_grant = Some(now.mono);
                 }
@@ -464,7 +469,7 @@ impl Core {
             }
             // Refused by enough followers: ask again later, with a new fence.
             Tally::Retry => {
-                t.state = LState::Waiting;
+                t.state = LeaderState::Waiting;
                 l.retry.insert(name.clone());
             }
             Tally::NotActing => {
@@ -531,7 +536,7 @@ impl Core {
                         home: home.clone(),
                         req,
                     };
-                    self.send(To::Leaders(t.told), PeerMsg::DropTicket(at));
+                    self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
                 }
                 touched.insert(name);
             }
@@ -582,16 +587,16 @@ impl Core {
         else {
             return false;
         };
-        let LState::Activating { fence, ballot } = &mut t.state else {
+        let LeaderState::Activating { fence, ballot } = &mut t.state else {
             return false;
         };
-        let (rest, untold) = match ballot.widen(t.told, all, me, majority, again) {
+        let (rest, lacks_ticket) = match ballot.widen(t.has_ticket, all, me, majority, again) {
             Widen::Enough => return false,
             Widen::NobodyLeft => return true,
-            Widen::Ask { rest, untold } => (rest, untold),
+            Widen::Ask { rest, lacks_ticket } => (rest, lacks_ticket),
         };
         ballot.asked |= rest;
-        t.told |= rest;
+        t.has_ticket |= rest;
         let fence = *fence;
         let at = TicketAt {
             epoch,
@@ -605,7 +610,7 @@ impl Core {
             number: t.number,
             kind: t.kind,
         };
-        self.send(To::Leaders(untold), add);
+        self.send(To::Leaders(lacks_ticket), add);
         self.send(To::Leaders(rest), PeerMsg::ActivateLock { at, fence });
         true
     }
@@ -619,7 +624,7 @@ impl Core {
             .map(|o| {
                 o.tickets
                     .iter()
-                    .filter(|t| matches!(t.state, LState::Activating { .. }))
+                    .filter(|t| matches!(t.state, LeaderState::Activating { .. }))
                     .map(|t| (t.home.clone(), t.req))
                     .collect()
             })
@@ -660,7 +665,9 @@ impl Core {
                 req: *req,
             };
             match state {
-                Some(LState::Held { fence }) => again.push(PeerMsg::Locked { at: at(), fence }),
+                Some(LeaderState::Held { fence }) => {
+                    again.push(PeerMsg::Locked { at: at(), fence })
+                }
                 Some(_) => again.push(PeerMsg::HasTicket(at())),
                 None => {}
             }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::msg::{Bad, PeerMsg, Pong, Role};
+use super::msg::{BadField, PeerMsg, Pong, Role};
 use super::{Contact, Id};
 use crate::core::{Core, InputError, Output};
 use crate::time::{Now, Time};
@@ -245,7 +245,7 @@ impl Core {
             }
             Err(bad) => Err(bad),
         };
-        if let Err(Bad(what)) = result {
+        if let Err(BadField(what)) = result {
             log::warn!("{} from {name} dropped: bad or missing {what}", msg.command);
         }
         Ok(())
@@ -259,14 +259,14 @@ impl Core {
         peer: PeerId,
         from: Option<Id>,
         m: PeerMsg,
-    ) -> Result<(), Bad> {
+    ) -> Result<(), BadField> {
         match (m, from) {
             (PeerMsg::Started(s), _) => self.on_started(now, peer, s),
             (PeerMsg::Ping { serial }, _) => {
                 self.on_ping(now, peer, serial);
                 Ok(())
             }
-            (_, None) => Err(Bad("LOCKSTARTED first")),
+            (_, None) => Err(BadField("LOCKSTARTED first")),
             (PeerMsg::Pong(p), Some(from)) => {
                 self.on_pong(now, peer, &from, &p);
                 Ok(())
@@ -277,7 +277,12 @@ impl Core {
 
     /// A message of agent `from` (another, or this one to itself) for the
     /// election, the handover, or the lock protocol.
-    pub(crate) fn on_agent_message(&mut self, now: Now, from: &Id, m: PeerMsg) -> Result<(), Bad> {
+    pub(crate) fn on_agent_message(
+        &mut self,
+        now: Now,
+        from: &Id,
+        m: PeerMsg,
+    ) -> Result<(), BadField> {
         match m.role() {
             Role::Link => Ok(()),
             Role::Election => match m {

@@ -12,7 +12,7 @@ use crate::vocab::{Kind, ObjectName};
 
 /// Where a ticket is, on a leader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum LState {
+pub(crate) enum LeaderState {
     Waiting,
     /// Owner: votes asked for this grant; bit i = leader i. `asked`: the
     /// leaders asked so far (the owner included): first only as many
@@ -35,42 +35,45 @@ pub(crate) enum LState {
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct LTicket {
+pub(crate) struct LeaderTicket {
     pub home: Id,
     pub req: u64,
     pub key: Box<str>,
     pub number: u64,
     pub kind: Kind,
-    pub state: LState,
+    pub state: LeaderState,
     /// Owner: the leaders that have this ticket from it (its ADDTICKET, or
     /// the epoch's state); bit i = leader i. Its DROPTICKET goes to them.
-    pub told: u8,
+    pub has_ticket: u8,
 }
 
-impl LTicket {
+impl LeaderTicket {
     /// A follower's vote for it stands (or it came with the epoch's state).
     pub(super) fn blocks(&self) -> bool {
-        matches!(self.state, LState::Held { .. } | LState::Inherited { .. })
+        matches!(
+            self.state,
+            LeaderState::Held { .. } | LeaderState::Inherited { .. }
+        )
     }
 
     pub fn fence(&self) -> Option<u64> {
         match self.state {
-            LState::Waiting => None,
-            LState::Activating { fence, .. }
-            | LState::Held { fence }
-            | LState::Inherited { fence } => Some(fence),
+            LeaderState::Waiting => None,
+            LeaderState::Activating { fence, .. }
+            | LeaderState::Held { fence }
+            | LeaderState::Inherited { fence } => Some(fence),
         }
     }
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct LObject {
-    pub tickets: Vec<LTicket>,
+pub(crate) struct LeaderObject {
+    pub tickets: Vec<LeaderTicket>,
     pub last_shared_grant: Option<Time>,
     pub last_fence: u64,
 }
 
-impl LObject {
+impl LeaderObject {
     pub(super) fn find(&self, home: &str, req: u64) -> Option<usize> {
         self.tickets
             .iter()
@@ -79,14 +82,14 @@ impl LObject {
 }
 
 /// A late report's tickets, each with whether its home holds it.
-pub(crate) type LateTickets = Vec<(super::batch::RTicket, bool)>;
+pub(crate) type LateTickets = Vec<(super::batch::ReportedTicket, bool)>;
 
 /// A leader's part of one epoch.
 #[derive(Debug)]
-pub(crate) struct Leading {
+pub(crate) struct LeaderTable {
     /// Installed the epoch's state: may vote and grant.
     pub ready: bool,
-    pub objects: BTreeMap<ObjectName, LObject>,
+    pub objects: BTreeMap<ObjectName, LeaderObject>,
     pub tickets: usize,
     /// Fences of this epoch are at least this.
     pub base: u64,
@@ -116,9 +119,9 @@ pub(crate) struct Leading {
     pub late_early: Vec<(Id, LateTickets)>,
 }
 
-impl Leading {
-    pub fn new() -> Leading {
-        Leading {
+impl LeaderTable {
+    pub fn new() -> LeaderTable {
+        LeaderTable {
             ready: false,
             objects: BTreeMap::new(),
             tickets: 0,
@@ -136,7 +139,7 @@ impl Leading {
         }
     }
 
-    pub fn insert(&mut self, name: &ObjectName, t: LTicket) {
+    pub fn insert(&mut self, name: &ObjectName, t: LeaderTicket) {
         self.by_home
             .entry(t.home.clone())
             .or_default()
@@ -158,10 +161,10 @@ impl Leading {
         self.tickets += 1;
     }
 
-    /// Inserts many tickets, as [`Leading::insert`] does one by one; into
+    /// Inserts many tickets, as [`LeaderTable::insert`] does one by one; into
     /// an empty table (an epoch's state: a million held locks) by building
     /// each map in one pass, not by a million searches of growing maps.
-    pub fn insert_all(&mut self, tickets: Vec<(ObjectName, LTicket)>) {
+    pub fn insert_all(&mut self, tickets: Vec<(ObjectName, LeaderTicket)>) {
         if !self.objects.is_empty() || !self.by_home.is_empty() {
             for (name, t) in tickets {
                 self.insert(&name, t);
@@ -169,7 +172,7 @@ impl Leading {
             return;
         }
         let mut homes: Vec<(Id, Vec<(ObjectName, u64)>)> = Vec::new();
-        let mut objects: Vec<(ObjectName, LObject)> = Vec::new();
+        let mut objects: Vec<(ObjectName, LeaderObject)> = Vec::new();
         let mut in_order = true;
         for (name, t) in tickets {
             let h = match homes.iter().position(|(h, _)| *h == t.home) {
@@ -185,7 +188,7 @@ impl Leading {
                 Some((n, o)) if *n == name => o.tickets.push(t),
                 last => {
                     in_order &= last.is_none_or(|(n, _)| *n < name);
-                    let mut o = LObject::default();
+                    let mut o = LeaderObject::default();
                     o.tickets.reserve_exact(1);
                     o.tickets.push(t);
                     objects.push((name, o));
@@ -195,7 +198,7 @@ impl Leading {
         if !in_order {
             // Stable: one object's tickets keep their order.
             objects.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut merged: Vec<(ObjectName, LObject)> = Vec::with_capacity(objects.len());
+            let mut merged: Vec<(ObjectName, LeaderObject)> = Vec::with_capacity(objects.len());
             for (name, o) in objects {
                 match merged.last_mut() {
                     Some((n, m)) if *n == name => m.tickets.extend(o.tickets),
@@ -212,7 +215,7 @@ impl Leading {
             o.last_fence = o
                 .tickets
                 .iter()
-                .filter_map(LTicket::fence)
+                .filter_map(LeaderTicket::fence)
                 .max()
                 .unwrap_or(0);
         }
@@ -224,13 +227,18 @@ impl Leading {
     }
 
     /// Ticket `req` of `home` on object `name`.
-    pub(super) fn ticket_mut(&mut self, name: &[u8], home: &str, req: u64) -> Option<&mut LTicket> {
+    pub(super) fn ticket_mut(
+        &mut self,
+        name: &[u8],
+        home: &str,
+        req: u64,
+    ) -> Option<&mut LeaderTicket> {
         let o = self.objects.get_mut(name)?;
         let pos = o.find(home, req)?;
         Some(&mut o.tickets[pos])
     }
 
-    pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LTicket> {
+    pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LeaderTicket> {
         let o = self.objects.get_mut(name)?;
         let pos = o.find(home, req)?;
         let t = o.tickets.remove(pos);
@@ -253,8 +261,8 @@ mod tests {
     use super::*;
     use crate::vocab::{Mode, Policy};
 
-    fn ticket(home: &str, req: u64, number: u64) -> LTicket {
-        LTicket {
+    fn ticket(home: &str, req: u64, number: u64) -> LeaderTicket {
+        LeaderTicket {
             home: home.into(),
             req,
             key: format!("{home}/{req}").into(),
@@ -264,8 +272,8 @@ mod tests {
                 limit: None,
                 policy: Policy::Hard,
             },
-            state: LState::Held { fence: number },
-            told: 0,
+            state: LeaderState::Held { fence: number },
+            has_ticket: 0,
         }
     }
 
@@ -288,18 +296,18 @@ mod tests {
                 let name = ObjectName::from(format!("object-{object:04}").as_bytes());
                 let mut t = ticket(home, number * 7 % 3001, number);
                 if number % 5 == 0 {
-                    t.state = LState::Waiting;
+                    t.state = LeaderState::Waiting;
                 }
                 tickets.push((name, t));
             }
             if sorted {
                 tickets.sort_by(|a, b| a.0.cmp(&b.0));
             }
-            let mut one = Leading::new();
+            let mut one = LeaderTable::new();
             for (name, t) in tickets.clone() {
                 one.insert(&name, t);
             }
-            let mut all = Leading::new();
+            let mut all = LeaderTable::new();
             all.insert_all(tickets);
             assert_eq!(all.tickets, one.tickets);
             assert_eq!(format!("{:?}", all.objects), format!("{:?}", one.objects));
@@ -312,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_one_ticket_object_keeps_room_for_one() {
-        let mut l = Leading::new();
+        let mut l = LeaderTable::new();
         let name = ObjectName::from(&b"one"[..]);
         l.insert(&name, ticket("h", 1, 1));
         assert_eq!(l.objects[&name].tickets.capacity(), 1);

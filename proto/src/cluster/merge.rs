@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
 use super::Id;
-use super::batch::RTicket;
+use super::batch::ReportedTicket;
 use super::handover::Report;
 use super::ids::Fnv;
 
@@ -29,12 +29,12 @@ type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 pub(crate) fn merge_held(
     reports: &BTreeMap<Id, Report>,
     e_max: u64,
-) -> (Vec<(&RTicket, u64)>, u64) {
+) -> (Vec<(&ReportedTicket, u64)>, u64) {
     /// One key of the state: whether something holds it yet (a home's
     /// waiting request does not, a table's ticket for it does), and the
     /// largest fence of those that hold it.
     struct Slot<'a> {
-        t: &'a RTicket,
+        t: &'a ReportedTicket,
         fence: u64,
         held: bool,
     }
@@ -87,7 +87,7 @@ pub(crate) fn merge_held(
         }
     }
     drop(index);
-    let mut held: Vec<(&RTicket, u64)> = slots
+    let mut held: Vec<(&ReportedTicket, u64)> = slots
         .into_iter()
         .filter(|s| s.held)
         .map(|s| (s.t, s.fence))
@@ -133,8 +133,8 @@ mod tests {
     use super::*;
     use crate::vocab::Kind;
 
-    fn t(object: &str, home: &Id, req: u64, fence: u64) -> RTicket {
-        RTicket {
+    fn t(object: &str, home: &Id, req: u64, fence: u64) -> ReportedTicket {
+        ReportedTicket {
             object: object.as_bytes().into(),
             home: home.clone(),
             req,

@@ -34,7 +34,7 @@ pub use persist::Persisted;
 use crate::time::{Now, Time};
 use crate::vocab::{ObjectName, TicketId};
 use links::Link;
-use ltable::Leading;
+use ltable::LeaderTable;
 
 /// An agent's id, `PP|RANDOM|ADDRESS|PID|NAME`.
 pub(crate) type Id = Arc<str>;
@@ -109,9 +109,9 @@ pub(crate) struct Cluster {
     /// Reports, states and late reports of the current epoch.
     pub handover: handover::Handover,
     /// Set while this agent is a leader of the current epoch.
-    pub leading: Option<Leading>,
+    pub leading: Option<LeaderTable>,
     /// The last table this agent had as a ready leader, kept for reports.
-    pub frozen: Option<(u64, Leading)>,
+    pub last_table: Option<(u64, LeaderTable)>,
     pub submitted: BTreeMap<TicketId, Submitted>,
     /// Home: when contact with a majority of acting leaders last held,
     /// carried across epoch changes.
@@ -190,7 +190,7 @@ impl Cluster {
             max_epoch_seen: kept.epoch,
             handover: handover::Handover::default(),
             leading: None,
-            frozen: None,
+            last_table: None,
             submitted: BTreeMap::new(),
             last_ok: None,
             was_in_contact: false,

@@ -15,7 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::msg::Bad;
+use super::msg::BadField;
 use crate::core::{Core, Output};
 use crate::time::{Now, Time};
 use crate::wire::Message;
@@ -148,10 +148,10 @@ fn too_far(now: Now, msg: &Message) -> Option<(&'static str, u64)> {
 pub(crate) fn check_fences<'a>(
     now: Now,
     fences: impl IntoIterator<Item = &'a u64>,
-) -> Result<(), Bad> {
+) -> Result<(), BadField> {
     let limit = fence_limit(now);
     if fences.into_iter().any(|f| *f > limit) {
-        return Err(Bad("fence (too far ahead of this computer's clock)"));
+        return Err(BadField("fence (too far ahead of this computer's clock)"));
     }
     Ok(())
 }

@@ -44,12 +44,12 @@ pub(crate) enum Widen {
     /// Still short, and nobody is left to ask.
     NobodyLeft,
     /// Ask `rest` for their votes, after sending the ticket itself to
-    /// `untold` (the part of `rest` that never heard of it).
+    /// `lacks_ticket` (the part of `rest` that never heard of it).
     Ask {
         /// Leaders to ask.
         rest: u8,
         /// Leaders to tell of the ticket first.
-        untold: u8,
+        lacks_ticket: u8,
     },
 }
 
@@ -93,8 +93,15 @@ impl Ballot {
     /// Whom to ask about a grant short of its majority: the leaders not asked
     /// yet; once all were asked and `again`, those that did not answer (a link
     /// that broke and came back lost the question), never the owner `me`.
-    /// `told`: the leaders that have the ticket; `all`: every leader.
-    pub(crate) fn widen(&self, told: u8, all: u8, me: u8, majority: u32, again: bool) -> Widen {
+    /// `has_ticket`: the leaders that have the ticket; `all`: every leader.
+    pub(crate) fn widen(
+        &self,
+        has_ticket: u8,
+        all: u8,
+        me: u8,
+        majority: u32,
+        again: bool,
+    ) -> Widen {
         let Ballot {
             votes,
             refused,
@@ -103,9 +110,9 @@ impl Ballot {
         if votes.count_ones() >= majority {
             return Widen::Enough;
         }
-        let (rest, untold) = if asked != all {
+        let (rest, lacks_ticket) = if asked != all {
             let rest = all & !asked;
-            (rest, rest & !told)
+            (rest, rest & !has_ticket)
         } else if again {
             let silent = asked & !(votes | refused) & !me;
             (silent, silent)
@@ -115,7 +122,7 @@ impl Ballot {
         if rest == 0 {
             Widen::NobodyLeft
         } else {
-            Widen::Ask { rest, untold }
+            Widen::Ask { rest, lacks_ticket }
         }
     }
 }
@@ -219,14 +226,18 @@ mod tests {
                     )
                 ),
                 "widen" => match ballot(&words).widen(
-                    set(field(&words, "told")),
+                    set(field(&words, "has_ticket")),
                     all,
                     1 << field(&words, "me").parse::<u8>().expect("an index"),
                     majority,
                     field(&words, "again") == "yes",
                 ) {
-                    Widen::Ask { rest, untold } => {
-                        format!("Ask rest={} untold={}", show(rest), show(untold))
+                    Widen::Ask { rest, lacks_ticket } => {
+                        format!(
+                            "Ask rest={} lacks_ticket={}",
+                            show(rest),
+                            show(lacks_ticket)
+                        )
                     }
                     other => format!("{other:?}"),
                 },

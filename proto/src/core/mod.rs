@@ -551,7 +551,7 @@ impl Core {
                 break;
             };
             let cmd = msg.command();
-            if let Err(crate::cluster::msg::Bad(what)) = self.on_agent_message(now, &me, msg) {
+            if let Err(crate::cluster::msg::BadField(what)) = self.on_agent_message(now, &me, msg) {
                 log::error!("{cmd} to self dropped: bad or missing {what} (a bug)");
             }
         }

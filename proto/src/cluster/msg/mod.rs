@@ -2,7 +2,7 @@
 //! one [`PeerMsg::encode`], so handlers get fields, not parameters.
 //!
 //! A peer message that lacks a field or carries a bad one is dropped with a
-//! log line ([`Bad`] names the field): a peer is another snaplockd, so this
+//! log line ([`BadField`] names the field): a peer is another snaplockd, so this
 //! is a bug or an attack, and neither may take the agent down. Numbers are
 //! plain decimal ([`parse_u64`]). Parameters unknown to a command are
 //! ignored, so a later version may add some.
@@ -32,7 +32,7 @@ use crate::wire::Message;
 
 /// A required field was missing or bad: its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bad(pub &'static str);
+pub struct BadField(pub &'static str);
 
 /// The most leaders an epoch has (`leader0` … `leader2`).
 pub(crate) const MAX_LEADERS: usize = 3;
@@ -230,7 +230,7 @@ impl PeerMsg {
     /// Reads a message, taking its values out of `m`; `Ok(None)` for a
     /// command this version does not know (ignored, for a later version's
     /// sake).
-    pub fn parse(m: &mut Message) -> Result<Option<PeerMsg>, Bad> {
+    pub fn parse(m: &mut Message) -> Result<Option<PeerMsg>, BadField> {
         let msg = match m.command.as_str() {
             "LOCKSTARTED" => PeerMsg::Started(Started {
                 id: id(m, "lockid")?,
@@ -256,7 +256,7 @@ impl PeerMsg {
             "LOCKLEADERS" => {
                 let leaders = leaders(m)?;
                 if leaders.is_empty() {
-                    return Err(Bad("leader0"));
+                    return Err(BadField("leader0"));
                 }
                 PeerMsg::Leaders {
                     epoch: num(m, "epoch")?,
@@ -293,7 +293,7 @@ impl PeerMsg {
             "LOCKACTIVATED" => {
                 let other = match (m.get("other_home"), m.get("other_req")) {
                     (Some(_), Some(r)) => {
-                        let r = parse_u64(r).ok_or(Bad("other_req"))?;
+                        let r = parse_u64(r).ok_or(BadField("other_req"))?;
                         Some((id_text(m, "other_home")?, r))
                     }
                     _ => None,
@@ -431,41 +431,41 @@ impl PeerMsg {
     }
 }
 
-fn num(m: &Message, name: &'static str) -> Result<u64, Bad> {
-    m.get(name).and_then(parse_u64).ok_or(Bad(name))
+fn num(m: &Message, name: &'static str) -> Result<u64, BadField> {
+    m.get(name).and_then(parse_u64).ok_or(BadField(name))
 }
 
-fn opt_u64(m: &Message, name: &'static str) -> Result<Option<u64>, Bad> {
+fn opt_u64(m: &Message, name: &'static str) -> Result<Option<u64>, BadField> {
     m.get(name)
-        .map(|v| parse_u64(v).ok_or(Bad(name)))
+        .map(|v| parse_u64(v).ok_or(BadField(name)))
         .transpose()
 }
 
-fn text(m: &mut Message, name: &'static str) -> Result<String, Bad> {
+fn text(m: &mut Message, name: &'static str) -> Result<String, BadField> {
     m.remove(name)
         .and_then(|v| String::from_utf8(v).ok())
-        .ok_or(Bad(name))
+        .ok_or(BadField(name))
 }
 
 /// Any text, as an id (the home of a ticket, as the owner named it).
-fn id_text(m: &mut Message, name: &'static str) -> Result<Id, Bad> {
+fn id_text(m: &mut Message, name: &'static str) -> Result<Id, BadField> {
     text(m, name).map(Id::from)
 }
 
 /// An agent's id, checked.
-fn id(m: &mut Message, name: &'static str) -> Result<Id, Bad> {
+fn id(m: &mut Message, name: &'static str) -> Result<Id, BadField> {
     let id = text(m, name)?;
-    ids::parse_id(&id).ok_or(Bad(name))?;
+    ids::parse_id(&id).ok_or(BadField(name))?;
     Ok(Id::from(id))
 }
 
-fn object(m: &mut Message) -> Result<ObjectName, Bad> {
+fn object(m: &mut Message) -> Result<ObjectName, BadField> {
     m.remove("object_name")
         .map(ObjectName::from)
-        .ok_or(Bad("object_name"))
+        .ok_or(BadField("object_name"))
 }
 
-fn ticket_at(m: &mut Message) -> Result<TicketAt, Bad> {
+fn ticket_at(m: &mut Message) -> Result<TicketAt, BadField> {
     Ok(TicketAt {
         epoch: num(m, "epoch")?,
         object: object(m)?,
@@ -482,11 +482,11 @@ fn put_ticket_at(m: &mut Message, at: &TicketAt) {
 }
 
 /// The leaders an epoch names (`leader0`…), their ids checked.
-fn leaders(m: &mut Message) -> Result<Vec<Id>, Bad> {
+fn leaders(m: &mut Message) -> Result<Vec<Id>, BadField> {
     let mut out = Vec::new();
     for key in LEADER_KEYS {
         if m.get(key).is_some() {
-            out.push(id(m, key).map_err(|_| Bad("leader"))?);
+            out.push(id(m, key).map_err(|_| BadField("leader"))?);
         }
     }
     Ok(out)
@@ -521,11 +521,11 @@ pub(crate) fn put_kind(msg: &mut Message, kind: &Kind) {
 }
 
 /// Reads what [`put_kind`] wrote.
-pub(crate) fn kind_of(msg: &Message) -> Result<Kind, Bad> {
+pub(crate) fn kind_of(msg: &Message) -> Result<Kind, BadField> {
     let mode = match msg.get("mode") {
         Some(b"shared") => Mode::Shared,
         Some(b"exclusive") | None => Mode::Exclusive,
-        Some(_) => return Err(Bad("mode")),
+        Some(_) => return Err(BadField("mode")),
     };
     let limit = match msg.get("limit") {
         None => None,
@@ -533,7 +533,7 @@ pub(crate) fn kind_of(msg: &Message) -> Result<Kind, Bad> {
             parse_u64(v)
                 .and_then(|l| u32::try_from(l).ok())
                 .filter(|l| *l > 0)
-                .ok_or(Bad("limit"))?,
+                .ok_or(BadField("limit"))?,
         ),
     };
     let policy = match msg.get("policy") {
@@ -542,7 +542,7 @@ pub(crate) fn kind_of(msg: &Message) -> Result<Kind, Bad> {
         Some(b"timed") => Policy::Timed {
             quiet: Duration::from_micros(num(msg, "quiet")?),
         },
-        Some(_) => return Err(Bad("policy")),
+        Some(_) => return Err(BadField("policy")),
     };
     Ok(Kind {
         mode,

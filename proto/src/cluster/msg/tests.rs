@@ -174,7 +174,7 @@ fn each_role_gets_its_own_messages() {
     }
 }
 
-fn read(line: &str) -> Result<Option<PeerMsg>, Bad> {
+fn read(line: &str) -> Result<Option<PeerMsg>, BadField> {
     PeerMsg::parse(&mut parse(line.as_bytes()).expect("a line"))
 }
 
@@ -212,7 +212,7 @@ fn a_missing_or_bad_field_is_named() {
         ),
     ];
     for (line, field) in cases {
-        assert_eq!(read(line), Err(Bad(field)), "{line}");
+        assert_eq!(read(line), Err(BadField(field)), "{line}");
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{Bad, Id, PREV_KEYS, id_text, num, opt_u64, put_ids};
+use super::{BadField, Id, PREV_KEYS, id_text, num, opt_u64, put_ids};
 use crate::wire::Message;
 
 /// The first line of a report (`part=begin`).
@@ -89,7 +89,7 @@ impl Part {
 }
 
 /// The leaders of the previous epoch a report names (`prev0`…), as sent.
-fn prev_leaders(m: &mut Message) -> Result<Vec<Id>, Bad> {
+fn prev_leaders(m: &mut Message) -> Result<Vec<Id>, BadField> {
     let mut out = Vec::new();
     for key in PREV_KEYS {
         if m.get(key).is_some() {
@@ -99,15 +99,15 @@ fn prev_leaders(m: &mut Message) -> Result<Vec<Id>, Bad> {
     Ok(out)
 }
 
-fn tickets(m: &mut Message) -> Result<Tickets, Bad> {
+fn tickets(m: &mut Message) -> Result<Tickets, BadField> {
     Ok(Tickets {
         n: num(m, "n")?,
-        records: m.remove("tickets").ok_or(Bad("tickets"))?,
+        records: m.remove("tickets").ok_or(BadField("tickets"))?,
     })
 }
 
-pub(super) fn part(m: &mut Message) -> Result<Part, Bad> {
-    let name = m.remove("part").ok_or(Bad("part"))?;
+pub(super) fn part(m: &mut Message) -> Result<Part, BadField> {
+    let name = m.remove("part").ok_or(BadField("part"))?;
     Ok(match &name[..] {
         b"begin" => Part::ReportBegin(ReportBegin {
             prev_epoch: num(m, "prev_epoch")?,
@@ -144,7 +144,7 @@ pub(super) fn part(m: &mut Message) -> Result<Part, Bad> {
             id: id_text(m, "id")?,
             count: num(m, "count")?,
         },
-        _ => return Err(Bad("part")),
+        _ => return Err(BadField("part")),
     })
 }
 
