@@ -128,9 +128,9 @@ impl Core {
                 l.since >= lately || c.peers.contact.get(*id).is_some_and(|k| k.sent >= lately)
             })
             .collect();
-        // The first election needs everybody in a small cluster (reference
-        // §7); later ones a quorum, so a 3-computer cluster that loses one
-        // goes on with the two others (the original shrank its leader list).
+        // The first election needs everybody in a small cluster; later ones
+        // a quorum, so a 3-computer cluster that loses one goes on with the
+        // two others.
         let needed = if c.max_epoch_seen == 0 {
             c.peers.election_quorum()
         } else {
@@ -139,7 +139,8 @@ impl Core {
         if known.len() + 1 < needed {
             return;
         }
-        // B20: compared as numbers, and ties (same address) broken by id.
+        // Addresses compared as numbers (never as text), and ties (same
+        // address) broken by id.
         let mine = (addr_key(my_addr), &c.me);
         if known.iter().any(|(l, id)| (addr_key(l.addr), *id) < mine) {
             return;
@@ -274,29 +275,20 @@ impl Core {
         if c.last_election.is_some_and(|t| now.mono < t + pause) {
             return;
         }
-        let mut candidates: Vec<(String, Id)> = known
-            .iter()
+        let up = (known.iter())
             .filter(|(l, id)| seasoned(l, id))
             .map(|(_, id)| (*id).clone())
-            .chain(std::iter::once(c.me.clone()))
-            .filter(|id| ids::parse_id(id).is_some_and(|p| p.priority != ids::OFF))
-            .map(|id| (ids::candidate_key(&id, c.leaders.contains(&id)), id))
-            .collect();
-        if candidates.is_empty() {
+            .chain(std::iter::once(c.me.clone()));
+        let leaders = pick_leaders(up, &c.leaders);
+        if leaders.is_empty() {
             log::error!("no candidate to lead: every connected agent has candidate_priority=off");
             return;
         }
-        candidates.sort();
-        let leaders: Vec<Id> = candidates.into_iter().take(3).map(|(_, id)| id).collect();
         // The latest wall clock among the connected: when every agent that
         // knew the last fences is gone, the epoch (and so the fence base)
         // still follows the clock that drew the latest epochs, if it runs.
         let ahead = known.iter().map(|(l, _)| l.ahead).max().unwrap_or(0);
         let wall_ms = now.wall.0 / 1000 + ahead;
-        let least = (c.epoch.max(c.max_epoch_seen) + 1).max(wall_ms);
-        // Two conductors on both sides of a broken link may elect in the
-        // same millisecond: each takes epochs of its own residue modulo
-        // the member count, so one number never names two leader sets.
         let n = c.peers.members.len().max(1) as u64;
         let slot = c
             .peers
@@ -304,7 +296,7 @@ impl Core {
             .iter()
             .position(|a| *a == my_addr)
             .unwrap_or(0) as u64;
-        let epoch = least + (slot + n - least % n) % n;
+        let epoch = draw_epoch(c.epoch.max(c.max_epoch_seen), wall_ms, slot, n);
         log::info!(
             "conducting the election of epoch {epoch}: leaders {}",
             leaders.iter().map(|l| &**l).collect::<Vec<_>>().join(", ")
@@ -376,5 +368,77 @@ impl Core {
         }
         self.send_report(now);
         self.resubmit_all(now);
+    }
+}
+
+/// The leaders a conductor elects among the candidates `up` (itself and the
+/// members it counts): at most three, the current leaders first, then by
+/// priority and the random part of the id; a member with
+/// `candidate_priority=off` never leads.
+pub(crate) fn pick_leaders(up: impl Iterator<Item = Id>, current: &[Id]) -> Vec<Id> {
+    let mut candidates: Vec<(String, Id)> = up
+        .filter(|id| ids::parse_id(id).is_some_and(|p| p.priority != ids::OFF))
+        .map(|id| (ids::candidate_key(&id, current.contains(&id)), id))
+        .collect();
+    candidates.sort();
+    candidates.into_iter().take(3).map(|(_, id)| id).collect()
+}
+
+/// The epoch a conductor in position `slot` of `n` members draws: above
+/// every epoch it knows of (`known`), at least its wall clock in ms (so
+/// epochs, and the fences based on them, keep growing across a restart of
+/// every member), and of its own residue modulo `n`: two conductors on both
+/// sides of a broken link may elect in the same millisecond, and one
+/// number must never name two leader sets.
+pub(crate) fn draw_epoch(known: u64, wall_ms: u64, slot: u64, n: u64) -> u64 {
+    let least = (known + 1).max(wall_ms);
+    least + (slot + n - least % n) % n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(priority: u8, random: u32, name: &str) -> Id {
+        ids::make_id(Some(priority), random, None, 1, name).into()
+    }
+
+    #[test]
+    fn an_epoch_is_past_all_known_on_the_clock_and_in_its_own_residue() {
+        for n in 1..=5u64 {
+            for slot in 0..n {
+                for (known, wall) in [(0, 0), (9, 3), (3, 1_000), (u64::MAX >> 21, 7)] {
+                    let e = draw_epoch(known, wall, slot, n);
+                    assert!(e > known && e >= wall, "{known} {wall}: {e}");
+                    assert_eq!(e % n, slot, "n={n}");
+                    assert!(e < (known + 1).max(wall) + n, "the least such epoch");
+                }
+            }
+        }
+        // Two conductors at the same instant draw different epochs.
+        assert_ne!(draw_epoch(41, 100, 0, 3), draw_epoch(41, 100, 1, 3));
+    }
+
+    #[test]
+    fn current_leaders_stay_then_priority_then_chance_and_off_never_leads() {
+        let a = id(5, 9, "a");
+        let b = id(1, 7, "b");
+        let c = id(1, 3, "c");
+        let d = id(10, 1, "d");
+        let off: Id = ids::make_id(None, 0, None, 1, "off").into();
+        let up = || [a.clone(), b.clone(), c.clone(), d.clone(), off.clone()].into_iter();
+        // Nobody leads yet: by priority (smaller first), then the random
+        // part.
+        assert_eq!(
+            pick_leaders(up(), &[]),
+            vec![c.clone(), b.clone(), a.clone()]
+        );
+        // A current leader keeps its place ahead of better priorities.
+        assert_eq!(
+            pick_leaders(up(), &[d.clone()]),
+            vec![d.clone(), c.clone(), b.clone()]
+        );
+        assert!(pick_leaders([off.clone()].into_iter(), &[]).is_empty());
+        assert_eq!(pick_leaders([off, a.clone()].into_iter(), &[]), vec![a]);
     }
 }
