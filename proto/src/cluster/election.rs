@@ -435,7 +435,7 @@ mod tests {
         );
         // A current leader keeps its place ahead of better priorities.
         assert_eq!(
-            pick_leaders(up(), &[d.clone()]),
+            pick_leaders(up(), std::slice::from_ref(&d)),
             vec![d.clone(), c.clone(), b.clone()]
         );
         assert!(pick_leaders([off.clone()].into_iter(), &[]).is_empty());
