@@ -187,18 +187,15 @@ fn faults_of_one_computer_take_no_lock_from_the_others() {
     assert_eq!(ran, count, "the sweep ran out of time");
 }
 
-/// One-computer runs that still break R1 (5 of seeds 1000–2999, all with
+/// One-computer runs that still break R1 (2 of seeds 1000–2999, both with
 /// the conductor as the victim), each with what it shows; a sweep fails on
 /// any other.
-const R1_OPEN: [(u64, &str); 5] = [
-    (1530, "R1: not explained yet"),
+const R1_OPEN: [(u64, &str); 2] = [
     (
-        1668,
-        "R1: the conductor, cut off both ways, elects over the member whose last answer came just before the cut; cut off one way next, it leaves the others without answers for longer than the settle window",
+        1614,
+        "R1: the conductor, cut off both ways, elects over the member whose last answer came just before the cut (1668's cause, which its run no longer reaches); the others adopt that epoch when the cut heals",
     ),
     (1926, "R1: not explained yet"),
-    (2028, "R1: not explained yet"),
-    (2970, "R1: not explained yet"),
 ];
 
 #[test]
@@ -218,7 +215,7 @@ fn r1_seeds_still_open() {
 
 /// One-computer runs that once broke R1, each with what it found; they
 /// must stay clean.
-const R1_FIXED: [(u64, &str); 8] = [
+const R1_FIXED: [(u64, &str); 12] = [
     (
         2904,
         "R1: a carried lock waited for its old owner's own move to a later epoch although the others had left before (quorum_left_by took the owner's time, not the earlier of the two)",
@@ -242,6 +239,16 @@ const R1_FIXED: [(u64, &str); 8] = [
         2958,
         "R1: a dial to a paused conductor waited up to 2 s of backoff after it resumed (the shell's connection completes as it resumes), so the election after its crash came 0.1 s too late for its carried locks",
     ),
+    (
+        2028,
+        "R1: the member to elect after a paused conductor's silence waited for its next tick, not for the pong saying the last other member had closed its link too; the conductor resumed in between, was counted again, and was cut off one way before it acted and vouched again",
+    ),
+    (
+        2970,
+        "R1: passes since the same change, its run no longer reaching the fault; its cause is open: an owner that stayed the same agent across an election had not answered as acting in the new epoch when it paused, so its holder kept the old epoch's vouch, 0.6 s older, and with 100 ms delays the next election came 0.2 s past the settle window",
+    ),
+    (1530, "R1: passes since the same change (not traced)"),
+    (1668, "R1: passes since the same change; its cause is open (see 1614)"),
 ];
 
 #[test]
