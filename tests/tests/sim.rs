@@ -187,20 +187,9 @@ fn faults_of_one_computer_take_no_lock_from_the_others() {
     assert_eq!(ran, count, "the sweep ran out of time");
 }
 
-/// One-computer runs that still break R1 (3 of seeds 1000–2999, all with
-/// the conductor as the victim), each with what it shows; a sweep fails on
-/// any other.
-const R1_OPEN: [(u64, &str); 3] = [
-    (
-        1668,
-        "R1: the conductor, cut off both ways, elects over the member whose last answer came just before the cut; cut off one way next, it leaves the others without answers for longer than the settle window",
-    ),
-    (
-        1860,
-        "R1: a lock carried through two epochs (its agent's own, then the conductor's, which paused) keeps as its time the earlier majority contact, not its second owner's last answer, and the settle window is measured from it (shown since the model's redial changed the run)",
-    ),
-    (2028, "R1: not explained yet"),
-];
+/// One-computer runs that still break R1, each with what it shows; a
+/// sweep fails on any other. None of seeds 1000–2999 does.
+const R1_OPEN: [(u64, &str); 0] = [];
 
 #[test]
 #[ignore = "known R1 failures: see R1_OPEN"]
@@ -219,7 +208,7 @@ fn r1_seeds_still_open() {
 
 /// One-computer runs that once broke R1, each with what it found; they
 /// must stay clean.
-const R1_FIXED: [(u64, &str); 11] = [
+const R1_FIXED: [(u64, &str); 15] = [
     (
         2904,
         "R1: a carried lock waited for its old owner's own move to a later epoch although the others had left before (quorum_left_by took the owner's time, not the earlier of the two)",
@@ -251,7 +240,26 @@ const R1_FIXED: [(u64, &str); 11] = [
         1926,
         "R1: the conductor, resuming from a pause, had a redial of up to 2 s scheduled for a link still up; the other side closed it a moment later and its own 25-50 ms redial was held back, so the owner never answered the holder's agent again before it was cut off (the model's redial)",
     ),
-    (2970, "R1: passes since the model's redial fix (not traced)"),
+    (
+        2028,
+        "R1: the member to elect after a paused conductor's silence waited for its next tick, not for the pong saying the last other member had closed its link too; the conductor resumed in between, was counted again, and was cut off one way before it acted and vouched again",
+    ),
+    (
+        2970,
+        "R1: passes since the election at a pong that drops a member, its run no longer reaching the fault; its cause is open: an owner that stayed the same agent across an election had not answered as acting in the new epoch when it paused, so its holder kept the old epoch's vouch, 0.6 s older, and with 100 ms delays the next election came 0.2 s past the settle window",
+    ),
+    (
+        1668,
+        "R1: passes since the election at a pong that drops a member; its cause is open (see 1614)",
+    ),
+    (
+        1614,
+        "R1: passes since both changes above met, its run no longer reaching the fault; its cause is open: the conductor, cut off both ways, elects over the member whose last answer came just before the cut, and the others adopt that epoch when the cut heals",
+    ),
+    (
+        1860,
+        "R1: passes since both changes above met, its run no longer reaching the fault; its cause is open: a lock carried through two epochs keeps as its time the earlier majority contact, not its second owner's last answer, and the settle window is measured from it",
+    ),
 ];
 
 #[test]

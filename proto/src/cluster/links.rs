@@ -384,16 +384,21 @@ impl Core {
         link.ahead = wall_ahead(now, p.wall_ms);
         if let Some(mask) = p.links {
             let addr = link.addr;
-            // Only while some lost link is presumed to be redialling can
-            // this pong change anything: it may confirm that member gone.
+            // This pong may confirm a member gone whose link is presumed to
+            // be redialling; or, when its sender is no longer linked to a
+            // member (it lost or closed that link), it may end this agent's
+            // wait for a lower member that conducts. Elect now, not at the
+            // next tick: a member back by then (a pause that ends, a
+            // restart) is counted again while its locks' grace runs.
             let c = &self.cluster;
             let waiting = c
                 .peers
                 .lost
                 .keys()
                 .any(|a| c.peers.presumed_up(*a, now.mono, c.cfg.ping_interval));
+            let unlinked = (c.peers.peer_links.get(&addr)).is_some_and(|(m, _)| *m & !mask != 0);
             self.cluster.peers.peer_links.insert(addr, (mask, now.mono));
-            if waiting {
+            if waiting || unlinked {
                 self.maybe_elect(now);
             }
         }
