@@ -12,14 +12,29 @@ use crate::local::replies;
 use crate::time::{Now, Time};
 use crate::vocab::{ObjectName, TicketId};
 
+/// What a lock held across an epoch change keeps of its former owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CarriedLock {
+    /// What that owner vouched for: the send time of the latest ping it
+    /// answered, or the majority contact, whichever was earlier. Unless the
+    /// lock follows its new owner, it ends `grace` after this.
+    pub at: Time,
+    /// The send time of the latest ping that owner itself answered (`at`
+    /// when it was this agent or there was none): the settle window is
+    /// measured from it, as the owner drops the lock only `release_delay`
+    /// after it heard this agent last, whatever the other leaders answered.
+    pub answered: Time,
+    /// That owner.
+    pub owner: Option<Id>,
+}
+
 /// Home: the locks held when this agent moved to the current epoch, each
-/// with what its former owner vouched for (the send time of the latest
-/// ping it answered, or the majority's, whichever is earlier) and who that
-/// was. An entry of an object that no longer holds anything means nothing
-/// and is dropped on the next walk, or when the object is granted again.
+/// with what its former owner vouched for. An entry of an object that no
+/// longer holds anything means nothing and is dropped on the next walk, or
+/// when the object is granted again.
 #[derive(Debug, Default)]
 pub(crate) struct Carried {
-    pub locks: BTreeMap<ObjectName, (Time, Option<Id>)>,
+    pub locks: BTreeMap<ObjectName, CarriedLock>,
     /// No entry's time is earlier: nothing carried lapses before it +
     /// `grace` (kept when entries go, so it may be earlier than all).
     earliest: Option<Time>,
@@ -41,8 +56,8 @@ pub(crate) struct Carried {
 }
 
 impl Carried {
-    fn new(locks: BTreeMap<ObjectName, (Time, Option<Id>)>) -> Carried {
-        let earliest = locks.values().map(|(at, _)| *at).min();
+    fn new(locks: BTreeMap<ObjectName, CarriedLock>) -> Carried {
+        let earliest = locks.values().map(|l| l.at).min();
         Carried {
             locks,
             earliest,
@@ -125,8 +140,8 @@ impl Core {
     pub(crate) fn object_vouched_from(&self, object: &[u8]) -> Option<Time> {
         let c = &self.cluster;
         let majority = c.last_ok?;
-        if let Some((at, _)) = c.carried.locks.get(object) {
-            return Some(majority.min(*at));
+        if let Some(l) = c.carried.locks.get(object) {
+            return Some(majority.min(l.at));
         }
         let Some(i) = c.owner_index(object) else {
             return Some(majority);
@@ -161,7 +176,9 @@ impl Core {
     /// cannot gather a quorum there) and drop this agent's tickets there
     /// once it has not heard it for `release_delay`. A lock still carried
     /// from an earlier epoch keeps its earlier owner and time: that owner
-    /// is the one that may still act.
+    /// is the one that may still act. Its own last answer is kept apart
+    /// from the majority contact: the settle window counts from the former
+    /// (`settle_carried`), while the lock ends `grace` after the earlier.
     pub(crate) fn carry_over(&mut self, now: Now) {
         // In key order, so the map is built in one pass.
         let mut carried = Vec::new();
@@ -171,8 +188,14 @@ impl Core {
                 continue;
             }
             if let Some(entry) = before.get(name) {
-                let at = self.cluster.last_ok.map_or(entry.0, |m| m.min(entry.0));
-                carried.push((name.clone(), (at, entry.1.clone())));
+                let at = self.cluster.last_ok.map_or(entry.at, |m| m.min(entry.at));
+                carried.push((
+                    name.clone(),
+                    CarriedLock {
+                        at,
+                        ..entry.clone()
+                    },
+                ));
                 continue;
             }
             let Some(at) = self.object_vouched_from(name) else {
@@ -182,7 +205,18 @@ impl Core {
                 .cluster
                 .owner_index(name)
                 .map(|i| self.cluster.leaders[i].clone());
-            carried.push((name.clone(), (at, owner)));
+            let answered = (owner.as_ref())
+                .filter(|o| **o != self.cluster.me)
+                .and_then(|o| self.answered_by(o, now.mono))
+                .map_or(at, |a| a.max(at));
+            carried.push((
+                name.clone(),
+                CarriedLock {
+                    at,
+                    answered,
+                    owner,
+                },
+            ));
         }
         let mut carried = Carried::new(carried.into_iter().collect());
         carried.from_epoch = self.cluster.epoch;
@@ -202,10 +236,9 @@ impl Core {
 
     /// A carried lock follows its new owner once that owner answered: at
     /// once when it is the same agent (it left the old epoch before it
-    /// answered in this one) or when the old owner was this agent (its
-    /// leader part never drops its own home's tickets); else only once so
-    /// many members are known to have left the old epoch that its old
-    /// owner stopped acting there before it could drop the lock
+    /// answered in this one); else only once so many members are known to
+    /// have left the old epoch that its old owner stopped acting there
+    /// before it could drop the lock
     /// (`settle_window`); otherwise the lock ends with what the old owner
     /// vouched for.
     fn settle_carried(&mut self, now: Now) {
@@ -227,9 +260,8 @@ impl Core {
         let c = &self.cluster;
         let (members, quorum) = (c.peers.members.len(), c.peers.quorum);
         let mut olds: Vec<SocketAddr> = Vec::new();
-        for (_, old) in c.carried.locks.values() {
-            let addr = old
-                .as_deref()
+        for l in c.carried.locks.values() {
+            let addr = (l.owner.as_deref())
                 .and_then(super::ids::parse_id)
                 .and_then(|p| p.addr);
             if let Some(a) = addr {
@@ -259,7 +291,7 @@ impl Core {
             left_by.push((a, by));
         }
         let mut carried = std::mem::take(&mut self.cluster.carried);
-        carried.locks.retain(|name, (at, old_owner)| {
+        carried.locks.retain(|name, lock| {
             let held = self.holds(name);
             let Some(i) = self.cluster.owner_index(name).filter(|_| held) else {
                 return false;
@@ -268,10 +300,14 @@ impl Core {
                 return true;
             }
             let owner = &self.cluster.leaders[i];
-            // The same owner in both epochs, or this agent itself: its
-            // leader part never drops its own home's tickets
-            // (`leader_tick`), so the old owner takes nothing back.
-            if old_owner.as_ref() == Some(owner) || old_owner.as_ref() == Some(&self.cluster.me) {
+            let old_owner = &lock.owner;
+            // Not when the old owner was this agent itself: that it never
+            // drops its own home's tickets does not make the lock safe,
+            // since its table in the old epoch need not have had the lock
+            // at all (a state with a lock-delay). Following at once let a
+            // lock outlive a lock-delay that had let it be granted again
+            // (S1, one-computer seed 2232).
+            if old_owner.as_ref() == Some(owner) {
                 return false;
             }
             let old_addr = (old_owner.as_deref())
@@ -284,19 +320,20 @@ impl Core {
                 by = answers[i];
             }
             // Kept (to end with the old owner's vouch) unless the old owner
-            // stopped acting before it could drop the lock.
-            by.is_none_or(|t| t > *at + window)
+            // stopped acting before it could drop the lock: the window runs
+            // from its own last answer, not from the majority's.
+            by.is_none_or(|t| t > lock.answered + window)
         });
         self.cluster.carried = carried;
     }
 
-    /// How long after the old owner last vouched for a carried lock enough
-    /// members must be known to have left its epoch for the lock to follow
-    /// its new owner. The old owner drops the lock no earlier than
-    /// `release_delay` after it last heard this agent, which is after the
-    /// ping it answered was sent: by this agent's clock at least `grace +
-    /// ping_interval (1-ρ)/(1+ρ)` after the vouch. It acts at most
-    /// `stretch(peer_timeout)` after the members left.
+    /// How long after the old owner's own last answer to this agent (the
+    /// send time of the ping) enough members must be known to have left its
+    /// epoch for a carried lock to follow its new owner. The old owner
+    /// drops the lock no earlier than `release_delay` after it last heard
+    /// this agent, which is after that ping was sent: by this agent's clock
+    /// at least `grace + ping_interval (1-ρ)/(1+ρ)` after it. It acts at
+    /// most `stretch(peer_timeout)` after the members left.
     pub(crate) fn settle_window(&self) -> std::time::Duration {
         let cfg = &self.cluster.cfg;
         let rho = u128::from(cfg.drift_ppm);
@@ -331,7 +368,7 @@ impl Core {
             .objects
             .iter()
             .filter(|(n, _)| match c.carried.locks.get(&***n) {
-                Some((at, _)) => now.mono >= *at + grace,
+                Some(l) => now.mono >= l.at + grace,
                 None => c
                     .owner_index(n)
                     .is_some_and(|i| i < 8 && newly & (1 << i) != 0),
@@ -360,8 +397,8 @@ impl Core {
         if carried_out {
             // What lapsed is revoked: what is left lapses later.
             let c = &mut self.cluster.carried;
-            c.locks.retain(|_, (at, _)| now.mono < *at + grace);
-            c.earliest = c.locks.values().map(|(at, _)| *at).min();
+            c.locks.retain(|_, l| now.mono < l.at + grace);
+            c.earliest = c.locks.values().map(|l| l.at).min();
         }
     }
 }
@@ -381,7 +418,12 @@ mod tests {
             "127.0.0.1:4002".parse().unwrap(),
             "127.0.0.1:4000".parse().unwrap(),
         );
-        let mut c = Carried::new([(ObjectName::from(&b"n"[..]), (at(1), None))].into());
+        let lock = CarriedLock {
+            at: at(1),
+            answered: at(1),
+            owner: None,
+        };
+        let mut c = Carried::new([(ObjectName::from(&b"n"[..]), lock.clone())].into());
         c.from_epoch = 5;
         c.left(a, 6, at(10));
         assert_eq!(c.quorum_left_by(old, 3, 2), None, "one of two others");
@@ -391,7 +433,7 @@ mod tests {
         c.left(old, 6, at(15));
         assert_eq!(c.quorum_left_by(old, 3, 2), Some(at(11)));
         // Nor does an earlier move of its own count for less.
-        let mut d = Carried::new([(ObjectName::from(&b"n"[..]), (at(1), None))].into());
+        let mut d = Carried::new([(ObjectName::from(&b"n"[..]), lock)].into());
         d.from_epoch = 5;
         d.left(old, 6, at(4));
         d.left(a, 6, at(10));
@@ -400,5 +442,123 @@ mod tests {
         // An epoch not later than the carried one says nothing.
         d.left("127.0.0.1:4003".parse().unwrap(), 5, at(2));
         assert_eq!(d.left.len(), 3);
+    }
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn id(port: u16, name: &str) -> Id {
+        super::super::ids::make_id(None, 1, Some(addr(port)), 1, name).into()
+    }
+
+    fn now(us: u64) -> Now {
+        Now {
+            mono: Time::from_micros(us),
+            wall: crate::time::UnixTime(1_700_000_000_000_000 + us),
+        }
+    }
+
+    /// `n2` (this agent), holding `name` through epoch 10 (leaders `n1`,
+    /// `n0`; `n1` owns it and last answered at 101 s, the majority contact
+    /// is still the previous epoch's 100 s) into epoch 11, where `n0` owns
+    /// it and answers at 104.5 s; `n1` is known to have left epoch 10 at
+    /// `n1_left`.
+    fn carried_into_a_third_owner(n1_left: u64) -> (Core, ObjectName) {
+        use crate::core::Config;
+        use crate::core::table::{State, Ticket};
+        use crate::vocab::Kind;
+        let mut config = Config::default();
+        config.cluster.listen = Some(addr(4002));
+        config.cluster.neighbors = vec![addr(4000), addr(4001)];
+        let mut core = Core::new(config, now(1));
+        let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
+        let c = &mut core.cluster;
+        // An object that the first of two leaders owns.
+        let name: ObjectName = (0u32..)
+            .map(|i| ObjectName::from(format!("o{i}").as_bytes()))
+            .find(|n| super::super::ids::fnv1a64(n) % 2 == 0)
+            .unwrap();
+        let contact = |epoch, view, answered: u64| super::super::Contact {
+            sent: Time::from_micros(answered),
+            epoch,
+            active_sent: Some(Time::from_micros(answered)),
+            view,
+            delay_until: None,
+        };
+        c.epoch = 10;
+        c.leaders = vec![n1.clone(), n0.clone()];
+        c.view = super::super::view_of(&c.leaders);
+        c.last_ok = Some(at(100));
+        c.contact
+            .insert(n1.clone(), contact(10, c.view, 101_000_000));
+        c.contact
+            .insert(n0.clone(), contact(10, c.view, 101_000_000));
+        let ticket = Ticket {
+            id: TicketId(7),
+            number: 1,
+            key: "n2/1".into(),
+            owner: None,
+            uid: None,
+            tag: None,
+            kind: Kind::EXCLUSIVE,
+            duration: std::time::Duration::from_secs(600),
+            unlock_duration: std::time::Duration::ZERO,
+            detach: false,
+            try_once: false,
+            state: State::Held {
+                fence: 1,
+                lease_end: at(700),
+            },
+        };
+        core.table.insert(&name, ticket);
+        core.carry_over(now(101_400_000));
+        let kept = &core.cluster.carried.locks[&name];
+        assert_eq!(kept.owner.as_ref(), Some(&n1));
+        assert_eq!((kept.at, kept.answered), (at(100), at(101)));
+        // Epoch 11: the same two leaders the other way round.
+        let c = &mut core.cluster;
+        c.epoch = 11;
+        c.leaders = vec![n0.clone(), n1.clone()];
+        c.view = super::super::view_of(&c.leaders);
+        c.contact
+            .insert(n0.clone(), contact(11, c.view, 104_500_000));
+        c.carried.left(addr(4001), 11, Time::from_micros(n1_left));
+        (core, name)
+    }
+
+    /// The settle window of a lock carried with a stale majority contact
+    /// runs from its old owner's own last answer (seed 1860): its owner
+    /// can drop it only `release_delay` after it heard this agent last.
+    #[test]
+    fn the_settle_window_runs_from_the_old_owners_own_answer() {
+        let window = Core::new(crate::core::Config::default(), now(1)).settle_window();
+        assert!(
+            window > std::time::Duration::from_millis(3100),
+            "{window:?}"
+        );
+        // 101 s + the window is past 104.0 s: the old owner stopped acting
+        // before it could drop the lock, which follows `n0` and outlives
+        // `grace` after the majority contact of 100 s.
+        let (mut core, name) = carried_into_a_third_owner(104_000_000);
+        core.revoke_where_owner_lapsed(now(104_600_000));
+        assert!(!core.cluster.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(
+            core.holds(&name),
+            "revoked although its old owner left in time"
+        );
+        // Known to have left only after that: it ends `grace` after the
+        // earlier of the two times, 100 s.
+        let (mut core, name) = carried_into_a_third_owner(104_300_000);
+        core.revoke_where_owner_lapsed(now(104_600_000));
+        assert!(core.cluster.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(104_900_000));
+        assert!(core.holds(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(
+            !core.holds(&name),
+            "kept past what its old owner vouched for"
+        );
     }
 }
