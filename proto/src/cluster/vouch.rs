@@ -466,7 +466,7 @@ mod tests {
     /// `n1_left`.
     fn carried_into_a_third_owner(n1_left: u64) -> (Core, ObjectName) {
         use crate::core::Config;
-        use crate::core::table::{State, Ticket};
+        use crate::local::table::{State, Ticket};
         use crate::vocab::Kind;
         let mut config = Config::default();
         config.cluster.listen = Some(addr(4002));
@@ -490,9 +490,11 @@ mod tests {
         c.leaders = vec![n1.clone(), n0.clone()];
         c.view = super::super::view_of(&c.leaders);
         c.last_ok = Some(at(100));
-        c.contact
+        c.peers
+            .contact
             .insert(n1.clone(), contact(10, c.view, 101_000_000));
-        c.contact
+        c.peers
+            .contact
             .insert(n0.clone(), contact(10, c.view, 101_000_000));
         let ticket = Ticket {
             id: TicketId(7),
@@ -521,7 +523,8 @@ mod tests {
         c.epoch = 11;
         c.leaders = vec![n0.clone(), n1.clone()];
         c.view = super::super::view_of(&c.leaders);
-        c.contact
+        c.peers
+            .contact
             .insert(n0.clone(), contact(11, c.view, 104_500_000));
         c.carried.left(addr(4001), 11, Time::from_micros(n1_left));
         (core, name)
