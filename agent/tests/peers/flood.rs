@@ -6,25 +6,7 @@ use super::*;
 fn a_flood_of_half_open_garbage_and_refused_connections_leaves_the_log_small() {
     let dir = TempDir::new("flood");
     let members = loopback_addrs(2);
-    let socket = dir.path().join("alpha.sock");
-    let args: Vec<String> = [
-        "--socket",
-        socket.to_str().unwrap(),
-        "--state-dir",
-        dir.path().to_str().unwrap(),
-        "-n",
-        "alpha",
-        "--listen",
-        &members[0].to_string(),
-        "--neighbors",
-        &format!("{},{}", members[0], members[1]),
-        "--log-level",
-        "info",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    let agent = Logged::start(&args);
+    let (agent, socket) = Logged::member(&dir, "alpha", members[0], &members, "info");
     let begin = now();
     while !socket.exists() || TcpStream::connect(members[0]).is_err() {
         assert!(begin.elapsed() < WAIT, "the agent did not start");

@@ -143,30 +143,8 @@ fn a_member_that_vanishes_is_redialed_at_once_then_with_growing_backoff() {
 fn two_agents_started_together_keep_exactly_one_link() {
     let dir = TempDir::new("together");
     let members = loopback_addrs(2);
-    let list = format!("{},{}", members[0], members[1]);
-    let start = |name: &str, listen: SocketAddr| {
-        let socket = dir.path().join(format!("{name}.sock"));
-        let args: Vec<String> = [
-            "--socket",
-            socket.to_str().unwrap(),
-            "--state-dir",
-            dir.path().to_str().unwrap(),
-            "-n",
-            name,
-            "--listen",
-            &listen.to_string(),
-            "--neighbors",
-            &list,
-            "--log-level",
-            "debug",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        (Logged::start(&args), socket)
-    };
-    let (a, a_socket) = start("alpha", members[0]);
-    let (b, b_socket) = start("beta", members[1]);
+    let (a, a_socket) = Logged::member(&dir, "alpha", members[0], &members, "debug");
+    let (b, b_socket) = Logged::member(&dir, "beta", members[1], &members, "debug");
     let begin = now();
     while !(a_socket.exists() && b_socket.exists()) {
         assert!(begin.elapsed() < WAIT, "the agents did not start");

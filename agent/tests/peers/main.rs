@@ -319,6 +319,37 @@ impl Logged {
         Logged { child, log }
     }
 
+    /// `snaplockd` as member `name` of `members`, listening on `listen`,
+    /// its files in `dir`; with the path of its client socket.
+    fn member(
+        dir: &TempDir,
+        name: &str,
+        listen: SocketAddr,
+        members: &[SocketAddr],
+        level: &str,
+    ) -> (Logged, PathBuf) {
+        let socket = dir.path().join(format!("{name}.sock"));
+        let neighbors: Vec<String> = members.iter().map(ToString::to_string).collect();
+        let args: Vec<String> = [
+            "--socket",
+            socket.to_str().unwrap(),
+            "--state-dir",
+            dir.path().to_str().unwrap(),
+            "-n",
+            name,
+            "--listen",
+            &listen.to_string(),
+            "--neighbors",
+            &neighbors.join(","),
+            "--log-level",
+            level,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        (Logged::start(&args), socket)
+    }
+
     fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
