@@ -95,7 +95,7 @@ impl Core {
     /// that one may start its fences below those it saw. The conductor
     /// elects past it (`maybe_elect`, `max_epoch_seen`).
     fn may_adopt(&self, epoch: u64) -> bool {
-        epoch > self.cluster.epoch && epoch >= self.cluster.min_epoch
+        epoch > self.cluster.epoch && epoch >= self.cluster.records.min_epoch
     }
 
     pub(crate) fn note_epoch_seen(&mut self, _now: Now, epoch: u64) {
@@ -338,12 +338,12 @@ impl Core {
             .filter_map(|l| l.id.clone())
             .filter(|id| c.leaders.contains(id))
             .collect();
-        c.lapsed_owners = 0;
+        c.home.lapsed_owners = 0;
         c.handover.collect = None;
         c.handover.own_report = None; // its lines are of the old epoch: ignored
         c.handover.own_state = None;
         c.handover.state_pending = None;
-        c.unsent.clear();
+        c.home.unsent.clear();
         c.early.clear();
         c.handover.report_sent = None;
         if c.is_leader() {

@@ -121,7 +121,7 @@ impl Core {
             prev_epoch: c.prev_epoch,
             prev_leaders: c.prev_leaders.clone(),
             ready_epoch: c.last_table.as_ref().map_or(0, |(e, _)| *e),
-            floor: c.fence_floor,
+            floor: c.records.fence_floor,
             up_us: u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
             ..ReportBegin::default()
         };

@@ -2,16 +2,50 @@
 //! their object, and their answers relayed back; contact with the leaders,
 //! and revocation when it is lost (docs/cluster.md).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::Id;
 use super::links::To;
 use super::msg::{BadField, Lock, PeerMsg, TicketAt};
-use super::{Id, Submitted};
+use super::vouch::Carried;
 use crate::core::Core;
 use crate::local::replies;
 use crate::local::table::{State, Ticket};
-use crate::time::Now;
+use crate::time::{Now, Time};
 use crate::vocab::{ObjectName, Refusal, TicketId};
+
+/// The home's part: this agent's own clients' requests as the cluster
+/// sees them, and what keeps their locks (docs/cluster.md, "Availability").
+#[derive(Debug, Default)]
+pub(crate) struct Home {
+    /// Waiting requests sent to their owners.
+    pub submitted: BTreeMap<TicketId, Submitted>,
+    /// When contact with a majority of acting leaders last held, carried
+    /// across epoch changes.
+    pub last_ok: Option<Time>,
+    /// Whether it was found in contact since the last tick's check (for
+    /// the revocation's edge).
+    pub was_in_contact: bool,
+    /// Bit i: leader i stopped vouching for the locks it owns.
+    pub lapsed_owners: u8,
+    /// The locks held when this agent moved to this epoch, with what their
+    /// former owner vouched for and who it was (`vouch.rs`).
+    pub carried: Carried,
+    /// Releases (`UNLOCK`) for owners of this epoch whose link was down,
+    /// sent when it comes up.
+    pub unsent: Vec<(Id, PeerMsg)>,
+}
+
+/// A waiting request of this agent's clients, as sent to its owner.
+#[derive(Clone, Debug)]
+pub(crate) struct Submitted {
+    pub object: ObjectName,
+    pub epoch: u64,
+    pub at: Time,
+    /// `try=true`: failed as soon as nothing can grant it.
+    pub try_once: bool,
+}
 
 /// A waiting request is sent again this often (its answer may be lost
 /// with a link).
@@ -26,7 +60,7 @@ impl Core {
             .objects
             .get(name)
             .is_some_and(|o| o.position(id).is_some_and(|p| o.tickets[p].try_once));
-        self.cluster.submitted.insert(
+        self.cluster.home.submitted.insert(
             id,
             Submitted {
                 object: name.clone(),
@@ -61,6 +95,7 @@ impl Core {
         let epoch = self.cluster.epoch;
         let due: Vec<(TicketId, ObjectName)> = self
             .cluster
+            .home
             .submitted
             .iter()
             .filter(|(_, s)| s.epoch != epoch || s.at + RESEND <= now.mono)
@@ -73,7 +108,7 @@ impl Core {
 
     /// A ticket left this agent's table: its owner is told.
     pub(crate) fn home_released(&mut self, name: &ObjectName, t: &Ticket) {
-        self.cluster.submitted.remove(&t.id);
+        self.cluster.home.submitted.remove(&t.id);
         let Some(i) = self.cluster.owner_index(name) else {
             return;
         };
@@ -94,12 +129,16 @@ impl Core {
     pub(crate) fn in_contact(&mut self, now: Now) -> bool {
         if let Some(t) = self.contact_time(now.mono) {
             let c = &mut self.cluster;
-            c.last_ok = Some(c.last_ok.map_or(t, |o| o.max(t)));
+            c.home.last_ok = Some(c.home.last_ok.map_or(t, |o| o.max(t)));
         }
         let grace = self.cluster.cfg.grace;
-        let in_contact = self.cluster.last_ok.is_some_and(|t| now.mono < t + grace);
+        let in_contact = self
+            .cluster
+            .home
+            .last_ok
+            .is_some_and(|t| now.mono < t + grace);
         if in_contact {
-            self.cluster.was_in_contact = true;
+            self.cluster.home.was_in_contact = true;
         }
         in_contact
     }
@@ -165,7 +204,7 @@ impl Core {
             return Ok(()); // said again on the next re-send, if in contact then
         }
         let (name, t) = found.expect("deliverable");
-        self.cluster.submitted.remove(&id);
+        self.cluster.home.submitted.remove(&id);
         self.raise_floor(fence);
         self.deliver_grant(now, &name, id, fence, &t);
         Ok(())
@@ -232,7 +271,7 @@ impl Core {
     /// waits, report again when the report is not counted.
     pub(crate) fn home_tick(&mut self, now: Now) {
         let in_contact = self.in_contact(now);
-        if self.cluster.was_in_contact && !in_contact {
+        if self.cluster.home.was_in_contact && !in_contact {
             log::warn!(
                 "no answer from a majority of acting leaders for {:?}: revoking every lock of this agent's clients",
                 self.cluster.cfg.grace
@@ -240,7 +279,7 @@ impl Core {
             self.revoke_all(now);
             self.cluster.handover.report_sent = None;
         }
-        self.cluster.was_in_contact = in_contact;
+        self.cluster.home.was_in_contact = in_contact;
         if in_contact {
             self.revoke_where_owner_lapsed(now);
         }

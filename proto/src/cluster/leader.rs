@@ -302,7 +302,7 @@ impl Core {
             // object's: an object's record goes when its last ticket does.
             (o.last_fence + 1)
                 .max(l.base)
-                .max(self.cluster.fence_floor + 1)
+                .max(self.cluster.records.fence_floor + 1)
         };
         o.last_fence = fence;
         self.raise_floor(fence);

@@ -235,7 +235,7 @@ impl Core {
             self.note_epoch_seen(now, epoch);
             // Every `epoch=` a peer sends is the one it is in: one later
             // than the locks were carried from says it left that epoch.
-            self.cluster.carried.left(addr, epoch, now.mono);
+            self.cluster.home.carried.left(addr, epoch, now.mono);
         }
         let result = match PeerMsg::parse(&mut msg) {
             Ok(Some(m)) => self.dispatch(now, peer, from, m),
@@ -314,9 +314,9 @@ impl Core {
                 // up again (in this epoch; a new one's state follows the
                 // home's report). Bounded like the tickets it releases.
                 None if matches!(msg, PeerMsg::Unlock { .. })
-                    && self.cluster.unsent.len() < self.config.max_tickets =>
+                    && self.cluster.home.unsent.len() < self.config.max_tickets =>
                 {
-                    self.cluster.unsent.push((Id::from(id), msg));
+                    self.cluster.home.unsent.push((Id::from(id), msg));
                 }
                 None => {}
             },
@@ -341,12 +341,12 @@ impl Core {
 
     /// The link to `id` is up: the releases that waited for it go.
     pub(crate) fn send_unsent(&mut self, id: &Id) {
-        if !self.cluster.unsent.iter().any(|(to, _)| to == id) {
+        if !self.cluster.home.unsent.iter().any(|(to, _)| to == id) {
             return;
         }
-        let all = std::mem::take(&mut self.cluster.unsent);
+        let all = std::mem::take(&mut self.cluster.home.unsent);
         let (mine, rest): (Vec<_>, Vec<_>) = all.into_iter().partition(|(to, _)| to == id);
-        self.cluster.unsent = rest;
+        self.cluster.home.unsent = rest;
         for (_, m) in mine {
             self.send(To::Agent(id), m);
         }

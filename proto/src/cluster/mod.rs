@@ -23,7 +23,6 @@ mod status;
 mod votes;
 mod vouch;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -32,7 +31,7 @@ pub use config::{ClusterConfig, Plant};
 pub use persist::Persisted;
 
 use crate::time::{Now, Time};
-use crate::vocab::{ObjectName, TicketId};
+
 use links::Link;
 use ltable::LeaderTable;
 
@@ -75,16 +74,6 @@ pub(crate) fn view_of(leaders: &[Id]) -> u64 {
     ids::fnv1a64(&all)
 }
 
-/// A waiting request of this agent's clients, as sent to its owner.
-#[derive(Clone, Debug)]
-pub(crate) struct Submitted {
-    pub object: ObjectName,
-    pub epoch: u64,
-    pub at: Time,
-    /// `try=true`: failed as soon as nothing can grant it.
-    pub try_once: bool,
-}
-
 /// The cluster part of a core.
 #[derive(Debug)]
 pub(crate) struct Cluster {
@@ -108,30 +97,14 @@ pub(crate) struct Cluster {
     pub max_epoch_seen: u64,
     /// Reports, states and late reports of the current epoch.
     pub handover: handover::Handover,
+    /// This agent's own clients' requests as the cluster sees them.
+    pub home: home::Home,
+    /// The epoch and fence on record, and the bounds on what peers claim.
+    pub records: persist::Records,
     /// Set while this agent is a leader of the current epoch.
     pub leading: Option<LeaderTable>,
     /// The last table this agent had as a ready leader, kept for reports.
     pub last_table: Option<(u64, LeaderTable)>,
-    pub submitted: BTreeMap<TicketId, Submitted>,
-    /// Home: when contact with a majority of acting leaders last held,
-    /// carried across epoch changes.
-    pub last_ok: Option<Time>,
-    /// Home: whether it was found in contact since the last tick's check
-    /// (for the revocation's edge).
-    pub was_in_contact: bool,
-    /// Home: bit i = leader i stopped vouching for the locks it owns.
-    pub lapsed_owners: u8,
-    /// Home: the locks held when this agent moved to this epoch, with what
-    /// their former owner vouched for and who it was (`vouch.rs`).
-    pub carried: vouch::Carried,
-    /// Largest fence this agent knows of.
-    pub fence_floor: u64,
-    /// What is on disk, or asked to be written ([`persist`]).
-    pub persisted: Persisted,
-    /// The epoch this agent had adopted when it last stopped (from its
-    /// record): it never adopts a smaller one (docs/cluster.md, S2).
-    pub min_epoch: u64,
-    pub far_warnings: persist::FarWarnings,
     pub next_tick: Time,
     pub last_election: Option<Time>,
     /// When this agent last found it had not run for more than a
@@ -143,9 +116,6 @@ pub(crate) struct Cluster {
     /// counts as gone only a `peer_timeout` after the move (its link may
     /// not be up yet, e.g. after this agent was paused).
     pub linked_leaders: std::collections::BTreeSet<Id>,
-    /// Home: releases (`UNLOCK`) for owners of this epoch whose link was
-    /// down, sent when it comes up.
-    pub unsent: Vec<(Id, msg::PeerMsg)>,
     /// When this agent last logged what the first election waits for.
     pub waiting_logged: Option<Time>,
     /// Messages of the current epoch that arrived before this leader was
@@ -189,22 +159,19 @@ impl Cluster {
             epoch_since: now.mono,
             max_epoch_seen: kept.epoch,
             handover: handover::Handover::default(),
+            home: home::Home::default(),
+            records: persist::Records {
+                fence_floor: kept.fence,
+                persisted: cfg.persisted,
+                min_epoch: kept.epoch,
+                far_warnings: persist::FarWarnings::default(),
+            },
             leading: None,
             last_table: None,
-            submitted: BTreeMap::new(),
-            last_ok: None,
-            was_in_contact: false,
-            lapsed_owners: 0,
-            carried: vouch::Carried::default(),
-            fence_floor: kept.fence,
-            persisted: cfg.persisted,
-            min_epoch: kept.epoch,
-            far_warnings: persist::FarWarnings::default(),
             next_tick: now.mono,
             last_election: None,
             woke: None,
             linked_leaders: std::collections::BTreeSet::new(),
-            unsent: Vec::new(),
             waiting_logged: None,
             early: Vec::new(),
             local: std::collections::VecDeque::new(),

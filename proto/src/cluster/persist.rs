@@ -163,6 +163,20 @@ pub(crate) struct FarWarnings {
     quiet: u64,
 }
 
+/// What this agent keeps on record, and the bounds on what peers claim.
+#[derive(Debug)]
+pub(crate) struct Records {
+    /// Largest fence this agent knows of.
+    pub fence_floor: u64,
+    /// What is on disk, or asked to be written.
+    pub persisted: Persisted,
+    /// The epoch this agent had adopted when it last stopped (from its
+    /// record): it never adopts a smaller one (docs/cluster.md, S2).
+    pub min_epoch: u64,
+    /// When a far epoch or fence was last warned of, and how many since.
+    pub far_warnings: FarWarnings,
+}
+
 impl Core {
     /// Refuses a peer message that names an epoch or a fence too far
     /// ahead of this agent's wall clock (logged, at most every 10 s).
@@ -170,7 +184,7 @@ impl Core {
         let Some((name, value)) = too_far(now, msg) else {
             return false;
         };
-        let w = &mut self.cluster.far_warnings;
+        let w = &mut self.cluster.records.far_warnings;
         if w.last.is_some_and(|t| now.mono < t + WARN_EVERY) {
             w.quiet += 1;
             return true;
@@ -195,23 +209,25 @@ impl Core {
     /// asks the shell to write a new one before anything said after.
     pub(crate) fn raise_floor(&mut self, fence: u64) {
         let c = &mut self.cluster;
-        c.fence_floor = c.fence_floor.max(fence);
+        c.records.fence_floor = c.records.fence_floor.max(fence);
         self.persist();
     }
 
     /// Asks the shell to write the record when the epoch or the fence
     /// floor passed what is on disk.
     pub(crate) fn persist(&mut self) {
-        let epoch = self.epoch_to_keep().max(self.cluster.persisted.epoch);
+        let epoch = self
+            .epoch_to_keep()
+            .max(self.cluster.records.persisted.epoch);
         let c = &mut self.cluster;
-        let fence = if c.fence_floor > c.persisted.fence {
-            c.fence_floor.saturating_add(FENCE_RESERVATION)
+        let fence = if c.records.fence_floor > c.records.persisted.fence {
+            c.records.fence_floor.saturating_add(FENCE_RESERVATION)
         } else {
-            c.persisted.fence
+            c.records.persisted.fence
         };
         let next = Persisted { epoch, fence };
-        if next != c.persisted {
-            c.persisted = next;
+        if next != c.records.persisted {
+            c.records.persisted = next;
             self.out.push_back(Output::Persist(next));
         }
     }

@@ -26,7 +26,7 @@ impl Core {
     /// it for the revocation's edge).
     pub(crate) fn in_contact_now(&self) -> bool {
         let now = self.last_now;
-        let last = match (self.contact_time(now), self.cluster.last_ok) {
+        let last = match (self.contact_time(now), self.cluster.home.last_ok) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
@@ -206,6 +206,7 @@ impl Core {
     pub(crate) fn fail_stuck_tries(&mut self) {
         let tries: Vec<(TicketId, ObjectName)> = self
             .cluster
+            .home
             .submitted
             .iter()
             .filter(|(_, s)| s.try_once)

@@ -139,8 +139,8 @@ impl Core {
     /// owner answers soon enough ([`Core::carry_over`]).
     pub(crate) fn object_vouched_from(&self, object: &[u8]) -> Option<Time> {
         let c = &self.cluster;
-        let majority = c.last_ok?;
-        if let Some(l) = c.carried.locks.get(object) {
+        let majority = c.home.last_ok?;
+        if let Some(l) = c.home.carried.locks.get(object) {
             return Some(majority.min(l.at));
         }
         let Some(i) = c.owner_index(object) else {
@@ -161,7 +161,7 @@ impl Core {
         objects: impl Iterator<Item = &'a ObjectName>,
     ) -> Option<Time> {
         let grace = self.cluster.cfg.grace;
-        let mut until = self.cluster.last_ok? + grace;
+        let mut until = self.cluster.home.last_ok? + grace;
         for name in objects {
             if self.holds(name) {
                 until = until.min(self.object_vouched_from(name)? + grace);
@@ -182,13 +182,17 @@ impl Core {
     pub(crate) fn carry_over(&mut self, now: Now) {
         // In key order, so the map is built in one pass.
         let mut carried = Vec::new();
-        let before = std::mem::take(&mut self.cluster.carried.locks);
+        let before = std::mem::take(&mut self.cluster.home.carried.locks);
         for (name, o) in &self.table.objects {
             if !o.tickets.iter().any(|t| t.state.is_held()) {
                 continue;
             }
             if let Some(entry) = before.get(name) {
-                let at = self.cluster.last_ok.map_or(entry.at, |m| m.min(entry.at));
+                let at = self
+                    .cluster
+                    .home
+                    .last_ok
+                    .map_or(entry.at, |m| m.min(entry.at));
                 carried.push((
                     name.clone(),
                     CarriedLock {
@@ -223,14 +227,14 @@ impl Core {
         if let Some(me) = self.cluster.addr {
             carried.left(me, u64::MAX, now.mono);
         }
-        self.cluster.carried = carried;
+        self.cluster.home.carried = carried;
     }
 
     /// `object` is granted again to a client of this agent: if it held
     /// nothing, what was carried for it is gone with what it held.
     pub(crate) fn regranted(&mut self, object: &[u8]) {
-        if !self.cluster.carried.locks.is_empty() && !self.holds(object) {
-            self.cluster.carried.locks.remove(object);
+        if !self.cluster.home.carried.locks.is_empty() && !self.holds(object) {
+            self.cluster.home.carried.locks.remove(object);
         }
     }
 
@@ -253,14 +257,14 @@ impl Core {
         let fresh = (answers.iter().enumerate().take(8))
             .filter(|(_, a)| a.is_some())
             .fold(0u8, |m, (i, _)| m | 1 << i)
-            & !self.cluster.carried.weighed;
-        if self.cluster.carried.locks.is_empty() {
+            & !self.cluster.home.carried.weighed;
+        if self.cluster.home.carried.locks.is_empty() {
             return;
         }
         let c = &self.cluster;
         let (members, quorum) = (c.peers.members.len(), c.peers.quorum);
         let mut olds: Vec<SocketAddr> = Vec::new();
-        for l in c.carried.locks.values() {
+        for l in c.home.carried.locks.values() {
             let addr = (l.owner.as_deref())
                 .and_then(super::ids::parse_id)
                 .and_then(|p| p.addr);
@@ -274,23 +278,23 @@ impl Core {
             }
         }
         let newly_left = olds.iter().any(|a| {
-            !c.carried.settled_for.contains(a)
-                && c.carried.quorum_left_by(*a, members, quorum).is_some()
+            !c.home.carried.settled_for.contains(a)
+                && c.home.carried.quorum_left_by(*a, members, quorum).is_some()
         });
         if fresh == 0 && !newly_left {
             return;
         }
-        self.cluster.carried.weighed |= fresh;
+        self.cluster.home.carried.weighed |= fresh;
         let mut left_by: Vec<(SocketAddr, Option<Time>)> = Vec::with_capacity(olds.len());
         for a in olds {
-            let c = &mut self.cluster.carried;
+            let c = &mut self.cluster.home.carried;
             let by = c.quorum_left_by(a, members, quorum);
             if by.is_some() && !c.settled_for.contains(&a) {
                 c.settled_for.push(a);
             }
             left_by.push((a, by));
         }
-        let mut carried = std::mem::take(&mut self.cluster.carried);
+        let mut carried = std::mem::take(&mut self.cluster.home.carried);
         carried.locks.retain(|name, lock| {
             let held = self.holds(name);
             let Some(i) = self.cluster.owner_index(name).filter(|_| held) else {
@@ -324,7 +328,7 @@ impl Core {
             // from its own last answer, not from the majority's.
             by.is_none_or(|t| t > lock.answered + window)
         });
-        self.cluster.carried = carried;
+        self.cluster.home.carried = carried;
     }
 
     /// How long after the old owner's own last answer to this agent (the
@@ -356,9 +360,9 @@ impl Core {
                 lapsed |= 1 << i;
             }
         }
-        let newly = lapsed & !self.cluster.lapsed_owners;
-        self.cluster.lapsed_owners = lapsed;
-        let carried_out = self.cluster.carried.may_have_lapsed(now.mono, grace);
+        let newly = lapsed & !self.cluster.home.lapsed_owners;
+        self.cluster.home.lapsed_owners = lapsed;
+        let carried_out = self.cluster.home.carried.may_have_lapsed(now.mono, grace);
         if newly == 0 && !carried_out {
             return;
         }
@@ -367,7 +371,7 @@ impl Core {
             .table
             .objects
             .iter()
-            .filter(|(n, _)| match c.carried.locks.get(&***n) {
+            .filter(|(n, _)| match c.home.carried.locks.get(&***n) {
                 Some(l) => now.mono >= l.at + grace,
                 None => c
                     .owner_index(n)
@@ -387,7 +391,7 @@ impl Core {
             );
         }
         for (name, id) in held {
-            self.cluster.carried.locks.remove(&name);
+            self.cluster.home.carried.locks.remove(&name);
             if let Some(t) = self.take_ticket(&name, id) {
                 if let Some(owner) = t.owner {
                     self.reply(owner, replies::unlocked(&name, t.tag, Some("lost")));
@@ -396,7 +400,7 @@ impl Core {
         }
         if carried_out {
             // What lapsed is revoked: what is left lapses later.
-            let c = &mut self.cluster.carried;
+            let c = &mut self.cluster.home.carried;
             c.locks.retain(|_, l| now.mono < l.at + grace);
             c.earliest = c.locks.values().map(|l| l.at).min();
         }
@@ -489,7 +493,7 @@ mod tests {
         c.epoch = 10;
         c.leaders = vec![n1.clone(), n0.clone()];
         c.view = super::super::view_of(&c.leaders);
-        c.last_ok = Some(at(100));
+        c.home.last_ok = Some(at(100));
         c.peers
             .contact
             .insert(n1.clone(), contact(10, c.view, 101_000_000));
@@ -515,7 +519,7 @@ mod tests {
         };
         core.table.insert(&name, ticket);
         core.carry_over(now(101_400_000));
-        let kept = &core.cluster.carried.locks[&name];
+        let kept = &core.cluster.home.carried.locks[&name];
         assert_eq!(kept.owner.as_ref(), Some(&n1));
         assert_eq!((kept.at, kept.answered), (at(100), at(101)));
         // Epoch 11: the same two leaders the other way round.
@@ -526,7 +530,9 @@ mod tests {
         c.peers
             .contact
             .insert(n0.clone(), contact(11, c.view, 104_500_000));
-        c.carried.left(addr(4001), 11, Time::from_micros(n1_left));
+        c.home
+            .carried
+            .left(addr(4001), 11, Time::from_micros(n1_left));
         (core, name)
     }
 
@@ -545,7 +551,7 @@ mod tests {
         // `grace` after the majority contact of 100 s.
         let (mut core, name) = carried_into_a_third_owner(104_000_000);
         core.revoke_where_owner_lapsed(now(104_600_000));
-        assert!(!core.cluster.carried.locks.contains_key(&name));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
         core.revoke_where_owner_lapsed(now(105_100_000));
         assert!(
             core.holds(&name),
@@ -555,7 +561,7 @@ mod tests {
         // earlier of the two times, 100 s.
         let (mut core, name) = carried_into_a_third_owner(104_300_000);
         core.revoke_where_owner_lapsed(now(104_600_000));
-        assert!(core.cluster.carried.locks.contains_key(&name));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
         core.revoke_where_owner_lapsed(now(104_900_000));
         assert!(core.holds(&name));
         core.revoke_where_owner_lapsed(now(105_000_000));

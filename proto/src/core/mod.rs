@@ -282,8 +282,8 @@ impl Core {
             Authority::Cluster
         } else {
             Authority::Solo {
-                epoch: (now.wall.0 / 1000).max(cluster.min_epoch).max(1),
-                last_fence: cluster.fence_floor,
+                epoch: (now.wall.0 / 1000).max(cluster.records.min_epoch).max(1),
+                last_fence: cluster.records.fence_floor,
             }
         };
         let mut core = Core {
