@@ -1,6 +1,7 @@
 //! Elections and epochs (docs/cluster.md, "Elections"): who conducts, who
 //! leads, and adopting a newer epoch.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::Id;
@@ -9,8 +10,58 @@ use super::ids;
 use super::links::To;
 use super::msg::{BadField, PeerMsg, Started};
 use crate::core::Core;
-use crate::time::Now;
+use crate::time::{Now, Time};
 use crate::vocab::PeerId;
+
+/// The current epoch, its leaders, and what the elections need to know.
+#[derive(Debug)]
+pub(crate) struct Epoch {
+    /// The current epoch's number (0: none yet).
+    pub number: u64,
+    /// Its leaders' ids, in order (the first collects the handover).
+    pub leaders: Vec<Id>,
+    /// Digest of `leaders` ([`super::view_of`]).
+    pub view: u64,
+    /// When this agent moved to it.
+    pub since: Time,
+    /// The largest epoch seen anywhere (to draw a larger one).
+    pub max_seen: u64,
+    /// The epoch before the current one and its leaders, for the report.
+    pub prev_number: u64,
+    pub prev_leaders: Vec<Id>,
+    /// When this agent last conducted an election.
+    pub last_election: Option<Time>,
+    /// When this agent last found it had not run for more than a
+    /// `ping_interval` (paused, or busy): it does not conduct for a
+    /// `peer_timeout` after, as its links may be coming back.
+    pub woke: Option<Time>,
+    /// The current leaders this agent had a link to since it moved to the
+    /// current epoch: one of them not connected now is gone; another one
+    /// counts as gone only a `peer_timeout` after the move (its link may
+    /// not be up yet, e.g. after this agent was paused).
+    pub linked_leaders: BTreeSet<Id>,
+    /// When this agent last logged what the first election waits for.
+    pub waiting_logged: Option<Time>,
+}
+
+impl Epoch {
+    /// No epoch yet; `max_seen` from the record.
+    pub fn new(now: Time, max_seen: u64) -> Epoch {
+        Epoch {
+            number: 0,
+            leaders: Vec::new(),
+            view: 0,
+            since: now,
+            max_seen,
+            prev_number: 0,
+            prev_leaders: Vec::new(),
+            last_election: None,
+            woke: None,
+            linked_leaders: BTreeSet::new(),
+            waiting_logged: None,
+        }
+    }
+}
 
 impl Core {
     /// `LOCKSTARTED`: who this agent is, and the epoch it is in.
@@ -23,17 +74,17 @@ impl Core {
             wall_ms: Some(now.wall.0 / 1000),
             // The largest epoch it heard of, adopted or not: a conductor
             // that restarted learns how far epochs (and so fences) went.
-            max_epoch: Some(c.max_epoch_seen.max(c.epoch)),
-            epoch: c.epoch,
-            leaders: c.leaders.clone(),
+            max_epoch: Some(c.epoch.max_seen.max(c.epoch.number)),
+            epoch: c.epoch.number,
+            leaders: c.epoch.leaders.clone(),
         })
     }
 
     /// `LOCKLEADERS`: the current epoch and its leaders.
     fn leaders_news(&self) -> PeerMsg {
         PeerMsg::Leaders {
-            epoch: self.cluster.epoch,
-            leaders: self.cluster.leaders.clone(),
+            epoch: self.cluster.epoch.number,
+            leaders: self.cluster.epoch.leaders.clone(),
         }
     }
 
@@ -59,12 +110,12 @@ impl Core {
         let addr = link.addr;
         self.cluster.peers.last_link_up = Some(now.mono);
         self.cluster.peers.lost.remove(&addr);
-        if self.cluster.leaders.contains(&id) {
-            self.cluster.linked_leaders.insert(id.clone());
+        if self.cluster.epoch.leaders.contains(&id) {
+            self.cluster.epoch.linked_leaders.insert(id.clone());
         }
         self.cluster.peers.heard.insert(id.clone(), now.mono);
         let (epoch, leaders) = (s.epoch, s.leaders);
-        if epoch == self.cluster.epoch {
+        if epoch == self.cluster.epoch.number {
             self.resend_grants(&id);
         }
         // After our LOCKSTARTED on this link: it adopts our epoch first.
@@ -76,7 +127,7 @@ impl Core {
         self.note_epoch_seen(now, epoch);
         if self.may_adopt(epoch) && !leaders.is_empty() {
             self.adopt(now, epoch, leaders);
-        } else if epoch < self.cluster.epoch {
+        } else if epoch < self.cluster.epoch.number {
             let news = self.leaders_news();
             self.send(To::Link(peer), news);
         }
@@ -95,12 +146,12 @@ impl Core {
     /// that one may start its fences below those it saw. The conductor
     /// elects past it (`maybe_elect`, `max_epoch_seen`).
     fn may_adopt(&self, epoch: u64) -> bool {
-        epoch > self.cluster.epoch && epoch >= self.cluster.records.min_epoch
+        epoch > self.cluster.epoch.number && epoch >= self.cluster.records.min_epoch
     }
 
     pub(crate) fn note_epoch_seen(&mut self, _now: Now, epoch: u64) {
         let c = &mut self.cluster;
-        c.max_epoch_seen = c.max_epoch_seen.max(epoch);
+        c.epoch.max_seen = c.epoch.max_seen.max(epoch);
     }
 
     /// Conducts an election when this agent is the conductor and the
@@ -131,7 +182,7 @@ impl Core {
         // The first election needs everybody in a small cluster; later ones
         // a quorum, so a 3-computer cluster that loses one goes on with the
         // two others.
-        let needed = if c.max_epoch_seen == 0 {
+        let needed = if c.epoch.max_seen == 0 {
             c.peers.election_quorum()
         } else {
             c.peers.quorum
@@ -152,7 +203,7 @@ impl Core {
         // must first have said, over its current link, which members it is
         // linked to (`links=` of its pongs: a ping interval after the link
         // comes up).
-        if c.leaders.iter().any(|l| *l != c.me) || c.max_epoch_seen > 0 {
+        if c.epoch.leaders.iter().any(|l| *l != c.me) || c.epoch.max_seen > 0 {
             if known
                 .iter()
                 .any(|(l, _)| !c.peers.peer_links.contains_key(&l.addr))
@@ -185,7 +236,7 @@ impl Core {
             let settling =
                 (c.peers.last_link_up).is_some_and(|t| now.mono < t + c.cfg.peer_timeout);
             let bit = |a| c.peers.member_bit(a);
-            let reached_elsewhere = c.leaders.iter().any(|l| {
+            let reached_elsewhere = c.epoch.leaders.iter().any(|l| {
                 let addr = ids::parse_id(l).and_then(|p| p.addr);
                 *l != c.me
                     && !known.iter().any(|(_, k)| *k == l)
@@ -202,9 +253,11 @@ impl Core {
         // what its clients hold for nothing. Wait a `peer_timeout` for it;
         // one whose link went down is gone at once.
         let timeout = c.cfg.peer_timeout;
-        let woke = c.woke.is_some_and(|w| now.mono < w + timeout);
-        let unlinked = c.leaders.iter().any(|l| {
-            !connected(l) && !c.linked_leaders.contains(l) && now.mono < c.epoch_since + timeout
+        let woke = c.epoch.woke.is_some_and(|w| now.mono < w + timeout);
+        let unlinked = c.epoch.leaders.iter().any(|l| {
+            !connected(l)
+                && !c.epoch.linked_leaders.contains(l)
+                && now.mono < c.epoch.since + timeout
         });
         // A member whose link just went down may be redialling (a broken
         // connection, not a dead agent): wait until another member says it
@@ -223,8 +276,8 @@ impl Core {
         // objects carry. It is added once its links are up.
         let bit = |a| c.peers.member_bit(a);
         let seasoned = |l: &super::Link, id: &Id| {
-            c.leaders.is_empty()
-                || c.leaders.contains(id)
+            c.epoch.leaders.is_empty()
+                || c.epoch.leaders.contains(id)
                 || c.peers.peer_links.get(&l.addr).is_some_and(|(mask, _)| {
                     (known.iter())
                         .filter(|(k, _)| k.addr != l.addr)
@@ -239,16 +292,17 @@ impl Core {
             .filter(|id| ids::parse_id(id).is_some_and(|p| p.priority != ids::OFF))
             .count();
         // Too few leaders (after a loss) while more candidates are up: grow.
-        let leaders_ok = !c.leaders.is_empty()
-            && c.leaders.iter().all(connected)
-            && c.leaders.len() >= candidates_up.min(3);
+        let leaders_ok = !c.epoch.leaders.is_empty()
+            && c.epoch.leaders.iter().all(connected)
+            && c.epoch.leaders.len() >= candidates_up.min(3);
         let settle = c.cfg.peer_timeout * 3;
-        let settled = now.mono >= c.epoch_since + settle;
+        let settled = now.mono >= c.epoch.since + settle;
         // A leader that answers pings in this epoch but has not acted for
         // it for long lost part of the handover (its state, or our report
         // in it): its objects would wait forever. A new epoch hands over
         // again.
         let lagging = c
+            .epoch
             .leaders
             .iter()
             .filter(|l| **l != c.me)
@@ -257,13 +311,15 @@ impl Core {
         // conductor reused its number): a new epoch, larger than both,
         // ends the confusion at once.
         let conflict = c.peers.contact.values().any(|k| {
-            k.epoch == c.epoch && k.view != c.view && k.sent + c.cfg.peer_timeout >= now.mono
+            k.epoch == c.epoch.number
+                && k.view != c.epoch.view
+                && k.sent + c.cfg.peer_timeout >= now.mono
         });
         // So is this very agent, a leader that never became ready.
         let not_ready = c.leading.as_ref().is_some_and(|l| !l.ready);
         // Somebody connected had adopted a later epoch before it restarted
         // and takes no earlier one: elect past it.
-        let behind = c.max_epoch_seen > c.epoch;
+        let behind = c.epoch.max_seen > c.epoch.number;
         let stuck = leaders_ok
             && (conflict
                 || settled
@@ -272,14 +328,14 @@ impl Core {
             return;
         }
         let pause: Duration = c.cfg.ping_interval * 2;
-        if c.last_election.is_some_and(|t| now.mono < t + pause) {
+        if c.epoch.last_election.is_some_and(|t| now.mono < t + pause) {
             return;
         }
         let up = (known.iter())
             .filter(|(l, id)| seasoned(l, id))
             .map(|(_, id)| (*id).clone())
             .chain(std::iter::once(c.me.clone()));
-        let leaders = pick_leaders(up, &c.leaders);
+        let leaders = pick_leaders(up, &c.epoch.leaders);
         if leaders.is_empty() {
             log::error!("no candidate to lead: every connected agent has candidate_priority=off");
             return;
@@ -296,19 +352,19 @@ impl Core {
             .iter()
             .position(|a| *a == my_addr)
             .unwrap_or(0) as u64;
-        let epoch = draw_epoch(c.epoch.max(c.max_epoch_seen), wall_ms, slot, n);
+        let epoch = draw_epoch(c.epoch.number.max(c.epoch.max_seen), wall_ms, slot, n);
         log::info!(
             "conducting the election of epoch {epoch}: leaders {}",
             leaders.iter().map(|l| &**l).collect::<Vec<_>>().join(", ")
         );
-        self.cluster.last_election = Some(now.mono);
+        self.cluster.epoch.last_election = Some(now.mono);
         self.adopt(now, epoch, leaders);
     }
 
     /// Moves to a newer epoch: stop acting for the old one, report to the
     /// new collector, pass the news on, re-send waiting requests.
     pub(crate) fn adopt(&mut self, now: Now, epoch: u64, leaders: Vec<Id>) {
-        debug_assert!(epoch > self.cluster.epoch);
+        debug_assert!(epoch > self.cluster.epoch.number);
         log::info!(
             "epoch {epoch}: leaders {}",
             leaders
@@ -317,26 +373,26 @@ impl Core {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let prev_epoch = self.cluster.epoch;
+        let prev_epoch = self.cluster.epoch.number;
         self.carry_over(now);
-        let prev_leaders = std::mem::take(&mut self.cluster.leaders);
+        let prev_leaders = std::mem::take(&mut self.cluster.epoch.leaders);
         if let Some(l) = self.cluster.leading.take() {
             if l.ready {
                 self.cluster.last_table = Some((prev_epoch, l));
             }
         }
         let c = &mut self.cluster;
-        c.prev_epoch = prev_epoch;
-        c.prev_leaders = prev_leaders;
-        c.epoch = epoch;
-        c.max_epoch_seen = c.max_epoch_seen.max(epoch);
-        c.view = super::view_of(&leaders);
-        c.leaders = leaders;
-        c.epoch_since = now.mono;
-        c.linked_leaders = (c.peers.links.values())
+        c.epoch.prev_number = prev_epoch;
+        c.epoch.prev_leaders = prev_leaders;
+        c.epoch.number = epoch;
+        c.epoch.max_seen = c.epoch.max_seen.max(epoch);
+        c.epoch.view = super::view_of(&leaders);
+        c.epoch.leaders = leaders;
+        c.epoch.since = now.mono;
+        c.epoch.linked_leaders = (c.peers.links.values())
             .filter(|l| !l.closing)
             .filter_map(|l| l.id.clone())
-            .filter(|id| c.leaders.contains(id))
+            .filter(|id| c.epoch.leaders.contains(id))
             .collect();
         c.home.lapsed_owners = 0;
         c.handover.collect = None;
@@ -349,7 +405,7 @@ impl Core {
         if c.is_leader() {
             c.leading = Some(super::ltable::LeaderTable::new());
         }
-        if c.leaders[0] == c.me {
+        if c.epoch.leaders[0] == c.me {
             c.handover.collect = Some(super::handover::Collect::new(now.mono));
         }
         // On disk before this agent answers anybody in the new epoch.

@@ -104,7 +104,7 @@ impl Core {
         // no longer knows that ticket.
         let vote = PeerMsg::LockActivated {
             at: TicketAt {
-                epoch: self.cluster.epoch,
+                epoch: self.cluster.epoch.number,
                 ..at
             },
             fence,

@@ -109,17 +109,17 @@ impl Core {
     /// Sends this agent's report to the current epoch's collector.
     pub(crate) fn send_report(&mut self, now: Now) {
         let c = &self.cluster;
-        if c.epoch == 0 || c.leaders.is_empty() {
+        if c.epoch.number == 0 || c.epoch.leaders.is_empty() {
             return;
         }
-        let collector = c.leaders[0].clone();
+        let collector = c.epoch.leaders[0].clone();
         if collector != c.me && c.peers.link_of(&collector).is_none() {
             return; // sent when the link is up
         }
-        let epoch = c.epoch;
+        let epoch = c.epoch.number;
         let mut begin = ReportBegin {
-            prev_epoch: c.prev_epoch,
-            prev_leaders: c.prev_leaders.clone(),
+            prev_epoch: c.epoch.prev_number,
+            prev_leaders: c.epoch.prev_leaders.clone(),
             ready_epoch: c.last_table.as_ref().map_or(0, |(e, _)| *e),
             floor: c.records.fence_floor,
             up_us: u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
@@ -258,7 +258,7 @@ impl Core {
         epoch: u64,
         part: Part,
     ) -> Result<(), BadField> {
-        if epoch != self.cluster.epoch {
+        if epoch != self.cluster.epoch.number {
             return Ok(());
         }
         if part.is_report() {
@@ -417,7 +417,7 @@ impl Core {
         for (_, fence) in &held {
             floor = floor.max(*fence);
         }
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let base = super::persist::fence_base(epoch).max(floor + 1);
         let carried = reports
             .values()
@@ -472,7 +472,7 @@ impl Core {
         // Its own copy does not go through the wire: the tickets as they
         // are, installed once the others' copies went out.
         let me = self.cluster.me.clone();
-        if self.cluster.leaders.contains(&me) {
+        if self.cluster.epoch.leaders.contains(&me) {
             let state = StateIn {
                 base,
                 delay,
@@ -483,7 +483,7 @@ impl Core {
             };
             self.cluster.handover.own_state = Some((now.mono, state));
         }
-        let others: Vec<Id> = (self.cluster.leaders.iter())
+        let others: Vec<Id> = (self.cluster.epoch.leaders.iter())
             .filter(|l| **l != me)
             .cloned()
             .collect();
@@ -522,7 +522,7 @@ impl Core {
     /// answered as acting yet, it gets the state (again: a state cut short
     /// by a broken link is started over, and an installed one is ignored).
     pub(crate) fn send_pending_state(&mut self, id: &Id) {
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let Some((e, waiting, msgs)) = self.cluster.handover.state_pending.as_ref() else {
             return;
         };
@@ -542,7 +542,7 @@ impl Core {
     /// `id` answered as an acting leader of this epoch: it has the state,
     /// which is kept no longer than every leader needs it.
     pub(crate) fn state_received(&mut self, id: &Id) {
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let Some((e, waiting, _)) = self.cluster.handover.state_pending.as_mut() else {
             return;
         };
@@ -555,7 +555,7 @@ impl Core {
     }
 
     fn on_state_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), BadField> {
-        if self.cluster.leaders.first() != Some(from) {
+        if self.cluster.epoch.leaders.first() != Some(from) {
             return Err(BadField("part (not from the collector)"));
         }
         if matches!(
@@ -629,7 +629,7 @@ impl Core {
     /// Starts acting as a leader of the epoch from its state.
     fn install(&mut self, now: Now, s: StateIn) {
         // Every leader installs this state: each has every ticket.
-        let all = (1u8 << self.cluster.leaders.len()) - 1;
+        let all = (1u8 << self.cluster.epoch.leaders.len()) - 1;
         let l = self.cluster.leading.as_mut().expect("leader");
         let tickets = s.tickets;
         // Numbered in fence order (ties in the state's order), inserted in
@@ -678,7 +678,7 @@ impl Core {
         l.ready = true;
         log::info!(
             "epoch {}: leading with {} held locks",
-            self.cluster.epoch,
+            self.cluster.epoch.number,
             l.tickets
         );
         let late = std::mem::take(&mut l.late_early);

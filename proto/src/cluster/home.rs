@@ -54,7 +54,7 @@ const RESEND: Duration = Duration::from_secs(1);
 impl Core {
     /// Sends a waiting request of a client to its object's owner.
     pub(crate) fn home_submit(&mut self, now: Now, name: &ObjectName, id: TicketId) {
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let try_once = self
             .table
             .objects
@@ -72,7 +72,7 @@ impl Core {
         let Some(i) = self.cluster.owner_index(name) else {
             return; // no leaders yet: sent once there are
         };
-        let owner = self.cluster.leaders[i].clone();
+        let owner = self.cluster.epoch.leaders[i].clone();
         let Some(o) = self.table.objects.get(name) else {
             return;
         };
@@ -92,7 +92,7 @@ impl Core {
     /// After an epoch change, and every [`RESEND`]: every waiting request
     /// goes (again) to its owner, which answers idempotently.
     pub(crate) fn resubmit_all(&mut self, now: Now) {
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let due: Vec<(TicketId, ObjectName)> = self
             .cluster
             .home
@@ -112,9 +112,9 @@ impl Core {
         let Some(i) = self.cluster.owner_index(name) else {
             return;
         };
-        let owner = self.cluster.leaders[i].clone();
+        let owner = self.cluster.epoch.leaders[i].clone();
         let unlock = PeerMsg::Unlock {
-            epoch: self.cluster.epoch,
+            epoch: self.cluster.epoch.number,
             object: name.clone(),
             req: t.id.0,
         };
@@ -229,7 +229,7 @@ impl Core {
     /// no longer wants it.
     fn give_back(&mut self, to: &Id, object: ObjectName, req: u64) {
         let unlock = PeerMsg::Unlock {
-            epoch: self.cluster.epoch,
+            epoch: self.cluster.epoch.number,
             object,
             req,
         };
@@ -261,7 +261,8 @@ impl Core {
     fn a_leader_does_not_count_me(&self, now: Now) -> bool {
         let c = &self.cluster;
         let timeout = c.cfg.peer_timeout;
-        c.leaders
+        c.epoch
+            .leaders
             .iter()
             .filter(|l| **l != c.me)
             .any(|l| self.answers_without_acting(l, now.mono, timeout))
@@ -301,7 +302,7 @@ impl Core {
                 .is_some_and(|l| l.ready && l.self_in_state)
                 || c.handover.own_state.is_some()
                 || c.handover.collect.as_ref().is_some_and(|k| !k.done);
-            if epoch == self.cluster.epoch
+            if epoch == self.cluster.epoch.number
                 && now.mono >= at + timeout
                 && !counted
                 && (!in_contact || self.a_leader_does_not_count_me(now))

@@ -24,7 +24,7 @@ impl Core {
     /// came into the state through the leaders' tables (it was only slow to
     /// report, e.g. its link to the collector came up late) keeps them.
     pub(super) fn late_report(&mut self, from: &Id, r: &Report) {
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let mut lines = Vec::new();
         lines.push(PeerMsg::Tickets {
             epoch,
@@ -47,7 +47,7 @@ impl Core {
                 count,
             },
         });
-        let leaders = self.cluster.leaders.clone();
+        let leaders = self.cluster.epoch.leaders.clone();
         for l in leaders {
             for m in &lines {
                 self.send(To::Agent(&l), m.clone());

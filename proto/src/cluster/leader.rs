@@ -20,7 +20,7 @@ impl Core {
     /// Ticket `(home, req)` of `object`, in this epoch.
     pub(super) fn ticket_at(&self, object: &ObjectName, home: &Id, req: u64) -> TicketAt {
         TicketAt {
-            epoch: self.cluster.epoch,
+            epoch: self.cluster.epoch.number,
             object: object.clone(),
             home: home.clone(),
             req,
@@ -29,7 +29,7 @@ impl Core {
 
     /// Every leader of the epoch, as a mask (bit i = leader i).
     fn all_leaders(&self) -> u8 {
-        (1u8 << self.cluster.leaders.len()) - 1
+        (1u8 << self.cluster.epoch.leaders.len()) - 1
     }
 
     /// The followers a new ticket of `home` goes to
@@ -39,20 +39,20 @@ impl Core {
         let Some(me) = self.my_index() else {
             return self.all_leaders();
         };
-        let home = c.leaders.iter().position(|l| **l == *home);
-        votes::first_followers(c.leaders.len(), me, home, |i| {
-            c.peers.link_of(&c.leaders[i]).is_some()
+        let home = c.epoch.leaders.iter().position(|l| **l == *home);
+        votes::first_followers(c.epoch.leaders.len(), me, home, |i| {
+            c.peers.link_of(&c.epoch.leaders[i]).is_some()
         })
     }
 
     fn my_index(&self) -> Option<usize> {
         let c = &self.cluster;
-        c.leaders.iter().position(|l| *l == c.me)
+        c.epoch.leaders.iter().position(|l| *l == c.me)
     }
 
     pub(super) fn owner_of(&self, object: &[u8]) -> Option<Id> {
         let c = &self.cluster;
-        c.owner_index(object).map(|i| c.leaders[i].clone())
+        c.owner_index(object).map(|i| c.epoch.leaders[i].clone())
     }
 
     /// The lock protocol's messages ([`Role::Leader`] and [`Role::Home`]);
@@ -63,7 +63,7 @@ impl Core {
         from: &Id,
         m: PeerMsg,
     ) -> Result<(), BadField> {
-        if m.epoch() != Some(self.cluster.epoch) {
+        if m.epoch() != Some(self.cluster.epoch.number) {
             return Ok(()); // another epoch's: its senders re-send in ours
         }
         if m.role() == Role::Leader {
@@ -76,7 +76,7 @@ impl Core {
                         // A try never waits for the handover to end.
                         let why = format!(
                             "the leaders are changing: {} has not installed the state of epoch {} yet",
-                            self.cluster.name, self.cluster.epoch
+                            self.cluster.name, self.cluster.epoch.number
                         );
                         let at = self.ticket_at(&lock.object, from, lock.req);
                         self.owner_refuse(at, "unavailable", why);
@@ -257,7 +257,7 @@ impl Core {
         if let Some((error, why)) = refusal {
             self.owner_release(now, object, home, req);
             let at = TicketAt {
-                epoch: self.cluster.epoch,
+                epoch: self.cluster.epoch.number,
                 object: ObjectName::from(object),
                 home: home.clone(),
                 req,
@@ -315,7 +315,7 @@ impl Core {
             return;
         }
         let Some(me) = self.my_index() else { return };
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let l = self.cluster.leading.as_mut().expect("leader");
         if l.delay_until.is_some_and(|d| now.mono < d) {
             l.retry.insert(name.clone());
@@ -388,7 +388,7 @@ impl Core {
         ok: bool,
         other: Option<(Id, u64)>,
     ) {
-        let Some(i) = self.cluster.leaders.iter().position(|l| l == from) else {
+        let Some(i) = self.cluster.epoch.leaders.iter().position(|l| l == from) else {
             return;
         };
         let l = self.cluster.leading.as_mut().expect("ready leader");
@@ -434,10 +434,10 @@ impl Core {
     /// it, while this leader is acting.
     fn try_grant(&mut self, now: Now, name: &ObjectName, home: &Id, req: u64) {
         let majority = self.cluster.leader_majority() as u32;
-        let all = self.cluster.leaders.len() as u32;
+        let all = self.cluster.epoch.leaders.len() as u32;
         let plant = self.cluster.cfg.plant;
         let acting = self.acting(now.mono);
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let l = self.cluster.leading.as_mut().expect("leader");
         let Some(o) = l.objects.get_mut(&**name) else {
             return;
@@ -526,7 +526,7 @@ impl Core {
                 super::Cluster::name_of(&home),
                 owned.len()
             );
-            let epoch = self.cluster.epoch;
+            let epoch = self.cluster.epoch.number;
             for (name, req) in owned {
                 let l = self.cluster.leading.as_mut().expect("leader");
                 if let Some(t) = l.remove(&name, &home, req) {
@@ -575,7 +575,7 @@ impl Core {
     /// that broke and came back lost the question; a follower answers a
     /// question twice the same). Whether the grant is still short.
     fn widen(&mut self, name: &ObjectName, home: &Id, req: u64, again: bool) -> bool {
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let all = self.all_leaders();
         let majority = self.cluster.leader_majority() as u32;
         let me = self.my_index().map_or(0, |i| 1u8 << i);
@@ -647,7 +647,7 @@ impl Core {
     /// (L5).
     pub(crate) fn resend_grants(&mut self, home: &Id) {
         let me = self.cluster.me.clone();
-        let epoch = self.cluster.epoch;
+        let epoch = self.cluster.epoch.number;
         let Some(l) = self.cluster.leading.as_ref().filter(|l| l.ready) else {
             return;
         };

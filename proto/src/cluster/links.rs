@@ -322,7 +322,7 @@ impl Core {
             },
             To::Leaders(mask) => {
                 let c = &self.cluster;
-                let mut peers: Vec<PeerId> = (c.leaders.iter().enumerate())
+                let mut peers: Vec<PeerId> = (c.epoch.leaders.iter().enumerate())
                     .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
                     .filter_map(|(_, l)| c.peers.link_of(l))
                     .collect();
@@ -366,8 +366,8 @@ impl Core {
         let delay_us = delay_until.map_or(0, |d| d.saturating_since(now.mono).as_micros() as u64);
         let pong = Pong {
             serial,
-            epoch: self.cluster.epoch,
-            view: self.cluster.view,
+            epoch: self.cluster.epoch.number,
+            view: self.cluster.epoch.view,
             wall_ms: Some(now.wall.0 / 1000),
             active,
             links: Some(self.cluster.peers.links_mask()),
@@ -434,7 +434,7 @@ impl Core {
         if active {
             c.active_sent = Some(c.active_sent.map_or(sent, |a| a.max(sent)));
         }
-        let acting_here = active && c.in_view(self.cluster.epoch, self.cluster.view);
+        let acting_here = active && c.in_view(self.cluster.epoch.number, self.cluster.epoch.view);
         // Counted from its arrival: never shorter than what is left.
         c.delay_until = (p.delay_us > 0).then(|| now.mono + Duration::from_micros(p.delay_us));
         self.note_epoch_seen(now, epoch);
@@ -499,7 +499,7 @@ impl Core {
             .links
             .values()
             .filter_map(|l| l.id.clone())
-            .chain(c.leaders.iter().cloned())
+            .chain(c.epoch.leaders.iter().cloned())
             .collect();
         let held = |id: &Id| {
             c.leading
@@ -526,7 +526,7 @@ impl Core {
             .peers
             .contact
             .values()
-            .filter(|k| k.in_view(c.epoch, c.view) && k.sent >= since)
+            .filter(|k| k.in_view(c.epoch.number, c.epoch.view) && k.sent >= since)
             .count();
         answered + 1 >= c.peers.quorum
     }
@@ -547,7 +547,7 @@ impl Core {
     pub(crate) fn answers_without_acting(&self, leader: &Id, now: Time, window: Duration) -> bool {
         let c = &self.cluster;
         c.peers.contact.get(leader).is_some_and(|k| {
-            k.in_view(c.epoch, c.view)
+            k.in_view(c.epoch.number, c.epoch.view)
                 && k.sent + c.cfg.peer_timeout >= now
                 && k.active_sent.is_none_or(|a| a + window <= now)
         })
@@ -557,8 +557,8 @@ impl Core {
     /// were acting and answering this agent.
     pub(crate) fn contact_time(&self, now: Time) -> Option<Time> {
         let c = &self.cluster;
-        let mut times: Vec<Time> = Vec::with_capacity(c.leaders.len());
-        for leader in &c.leaders {
+        let mut times: Vec<Time> = Vec::with_capacity(c.epoch.leaders.len());
+        for leader in &c.epoch.leaders {
             if *leader == c.me {
                 let counted = c
                     .leading
@@ -568,7 +568,7 @@ impl Core {
                     times.push(now);
                 }
             } else if let Some(k) = c.peers.contact.get(leader) {
-                if k.in_view(c.epoch, c.view) {
+                if k.in_view(c.epoch.number, c.epoch.view) {
                     if let Some(a) = k.active_sent {
                         times.push(a);
                     }
@@ -576,7 +576,7 @@ impl Core {
             }
         }
         let k = c.leader_majority();
-        if c.leaders.is_empty() || times.len() < k {
+        if c.epoch.leaders.is_empty() || times.len() < k {
             return None;
         }
         times.sort_unstable_by(|a, b| b.cmp(a));

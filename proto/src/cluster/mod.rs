@@ -87,14 +87,8 @@ pub(crate) struct Cluster {
     /// When this agent started (local monotonic time): how long it has
     /// had its memory.
     pub born: Time,
-    /// Current epoch and its leaders (ids, in order).
-    /// Digest of `leaders` ([`view_of`]).
-    pub view: u64,
-    pub epoch: u64,
-    pub leaders: Vec<Id>,
-    pub epoch_since: Time,
-    /// Largest epoch seen anywhere (to draw a larger one).
-    pub max_epoch_seen: u64,
+    /// The current epoch, its leaders, and what elections need.
+    pub epoch: election::Epoch,
     /// Reports, states and late reports of the current epoch.
     pub handover: handover::Handover,
     /// This agent's own clients' requests as the cluster sees them.
@@ -106,27 +100,12 @@ pub(crate) struct Cluster {
     /// The last table this agent had as a ready leader, kept for reports.
     pub last_table: Option<(u64, LeaderTable)>,
     pub next_tick: Time,
-    pub last_election: Option<Time>,
-    /// When this agent last found it had not run for more than a
-    /// `ping_interval` (paused, or busy): it does not conduct for a
-    /// `peer_timeout` after, as its links may be coming back.
-    pub woke: Option<Time>,
-    /// The current leaders this agent had a link to since it moved to the
-    /// current epoch: one of them not connected now is gone; another one
-    /// counts as gone only a `peer_timeout` after the move (its link may
-    /// not be up yet, e.g. after this agent was paused).
-    pub linked_leaders: std::collections::BTreeSet<Id>,
-    /// When this agent last logged what the first election waits for.
-    pub waiting_logged: Option<Time>,
     /// Messages of the current epoch that arrived before this leader was
     /// ready, replayed when it is.
     pub early: Vec<(Id, msg::PeerMsg)>,
     /// Messages from this agent to itself (its home part to its leader
     /// part and back), delivered after the current input.
     pub local: std::collections::VecDeque<msg::PeerMsg>,
-    /// The epoch before the current one and its leaders, for the report.
-    pub prev_epoch: u64,
-    pub prev_leaders: Vec<Id>,
 }
 
 impl Cluster {
@@ -153,11 +132,7 @@ impl Cluster {
             peers: links::Peers::new(cfg.members()),
             start_wall_us: now.wall.0,
             born: now.mono,
-            epoch: 0,
-            view: 0,
-            leaders: Vec::new(),
-            epoch_since: now.mono,
-            max_epoch_seen: kept.epoch,
+            epoch: election::Epoch::new(now.mono, kept.epoch),
             handover: handover::Handover::default(),
             home: home::Home::default(),
             records: persist::Records {
@@ -169,32 +144,26 @@ impl Cluster {
             leading: None,
             last_table: None,
             next_tick: now.mono,
-            last_election: None,
-            woke: None,
-            linked_leaders: std::collections::BTreeSet::new(),
-            waiting_logged: None,
             early: Vec::new(),
             local: std::collections::VecDeque::new(),
-            prev_epoch: 0,
-            prev_leaders: Vec::new(),
         }
     }
 
     /// The leaders needed for a majority of this epoch's leaders.
     pub fn leader_majority(&self) -> usize {
-        self.leaders.len() / 2 + 1
+        self.epoch.leaders.len() / 2 + 1
     }
 
     pub fn is_leader(&self) -> bool {
-        self.leaders.contains(&self.me)
+        self.epoch.leaders.contains(&self.me)
     }
 
     /// The index of the leader that owns `object` in the current epoch.
     pub fn owner_index(&self, object: &[u8]) -> Option<usize> {
-        if self.leaders.is_empty() {
+        if self.epoch.leaders.is_empty() {
             return None;
         }
-        Some((ids::fnv1a64(object) % self.leaders.len() as u64) as usize)
+        Some((ids::fnv1a64(object) % self.epoch.leaders.len() as u64) as usize)
     }
 
     /// The server name in an id.

@@ -44,7 +44,7 @@ impl Core {
         c.peers
             .contact
             .get(leader)
-            .filter(|k| k.in_view(c.epoch, c.view))
+            .filter(|k| k.in_view(c.epoch.number, c.epoch.view))
             .and_then(|k| k.active_sent)
             .is_some_and(|a| now < a + c.cfg.peer_timeout)
     }
@@ -59,7 +59,7 @@ impl Core {
         c.peers
             .contact
             .get(leader)
-            .filter(|k| k.in_view(c.epoch, c.view))
+            .filter(|k| k.in_view(c.epoch.number, c.epoch.view))
             .and_then(|k| k.delay_until)
     }
 
@@ -67,8 +67,8 @@ impl Core {
     fn deciders(&self, object: Option<&[u8]>) -> Vec<Id> {
         let c = &self.cluster;
         match object.and_then(|o| c.owner_index(o)) {
-            Some(i) => vec![c.leaders[i].clone()],
-            None => c.leaders.clone(),
+            Some(i) => vec![c.epoch.leaders[i].clone()],
+            None => c.epoch.leaders.clone(),
         }
     }
 
@@ -77,6 +77,7 @@ impl Core {
     pub(crate) fn lock_delay_left(&self) -> Duration {
         let now = self.last_now;
         self.cluster
+            .epoch
             .leaders
             .iter()
             .filter_map(|l| self.delay_of(l))
@@ -96,7 +97,7 @@ impl Core {
             return None;
         }
         let now = self.last_now;
-        if c.leaders.is_empty() {
+        if c.epoch.leaders.is_empty() {
             let waiting = self.waiting_for();
             return Some(if waiting.is_empty() {
                 "no leaders yet: no election has ended".to_owned()
@@ -117,8 +118,8 @@ impl Core {
             return Some(format!(
                 "no quorum: {} of the {} leaders of epoch {} have not answered this agent as acting leaders for {:?}",
                 c.leader_majority(),
-                c.leaders.len(),
-                c.epoch,
+                c.epoch.leaders.len(),
+                c.epoch.number,
                 c.cfg.grace
             ));
         }
@@ -127,7 +128,7 @@ impl Core {
                 return Some(format!(
                     "the leaders are changing: {} has not answered as an acting leader of epoch {} for {:?}",
                     Cluster::name_of(&leader),
-                    c.epoch,
+                    c.epoch.number,
                     c.cfg.peer_timeout
                 ));
             }
@@ -142,7 +143,7 @@ impl Core {
     /// quorum.)
     pub(crate) fn waiting_for(&self) -> Vec<SocketAddr> {
         let c = &self.cluster;
-        if !self.authority.is_cluster() || !c.leaders.is_empty() {
+        if !self.authority.is_cluster() || !c.epoch.leaders.is_empty() {
             return Vec::new();
         }
         let up: Vec<SocketAddr> = c
@@ -152,7 +153,7 @@ impl Core {
             .filter(|l| !l.closing && l.id.is_some())
             .map(|l| l.addr)
             .collect();
-        let needed = if c.max_epoch_seen == 0 {
+        let needed = if c.epoch.max_seen == 0 {
             c.peers.election_quorum()
         } else {
             c.peers.quorum
@@ -173,19 +174,20 @@ impl Core {
     pub(crate) fn log_waiting(&mut self, now: Now) {
         let waiting = self.waiting_for();
         if waiting.is_empty() {
-            self.cluster.waiting_logged = None;
+            self.cluster.epoch.waiting_logged = None;
             return;
         }
         if self
             .cluster
+            .epoch
             .waiting_logged
             .is_some_and(|t| now.mono < t + WAITING_LOG_EVERY)
         {
             return;
         }
-        self.cluster.waiting_logged = Some(now.mono);
+        self.cluster.epoch.waiting_logged = Some(now.mono);
         let c = &self.cluster;
-        if c.max_epoch_seen == 0 && c.peers.members.len() <= 3 {
+        if c.epoch.max_seen == 0 && c.peers.members.len() <= 3 {
             log::warn!(
                 "no leaders: the first election of a cluster of {} needs every member connected; waiting for {}",
                 c.peers.members.len(),

@@ -125,7 +125,7 @@ impl Core {
         c.peers
             .contact
             .get(owner)
-            .filter(|k| k.in_view(c.epoch, c.view))
+            .filter(|k| k.in_view(c.epoch.number, c.epoch.view))
             .and_then(|k| k.active_sent)
     }
 
@@ -146,7 +146,7 @@ impl Core {
         let Some(i) = c.owner_index(object) else {
             return Some(majority);
         };
-        let owner = &c.leaders[i];
+        let owner = &c.epoch.leaders[i];
         if *owner == c.me {
             return Some(majority); // it never drops its own home's tickets
         }
@@ -208,7 +208,7 @@ impl Core {
             let owner = self
                 .cluster
                 .owner_index(name)
-                .map(|i| self.cluster.leaders[i].clone());
+                .map(|i| self.cluster.epoch.leaders[i].clone());
             let answered = (owner.as_ref())
                 .filter(|o| **o != self.cluster.me)
                 .and_then(|o| self.answered_by(o, now.mono))
@@ -223,7 +223,7 @@ impl Core {
             ));
         }
         let mut carried = Carried::new(carried.into_iter().collect());
-        carried.from_epoch = self.cluster.epoch;
+        carried.from_epoch = self.cluster.epoch.number;
         if let Some(me) = self.cluster.addr {
             carried.left(me, u64::MAX, now.mono);
         }
@@ -251,7 +251,7 @@ impl Core {
         // Until a new owner answers, or enough members are known to have
         // left, nothing can settle; and only once for each: a million
         // locks carried over are not walked every tick for nothing.
-        let answers: Vec<Option<Time>> = (self.cluster.leaders.iter())
+        let answers: Vec<Option<Time>> = (self.cluster.epoch.leaders.iter())
             .map(|l| self.answered_by(l, now.mono))
             .collect();
         let fresh = (answers.iter().enumerate().take(8))
@@ -303,7 +303,7 @@ impl Core {
             if answers[i].is_none() {
                 return true;
             }
-            let owner = &self.cluster.leaders[i];
+            let owner = &self.cluster.epoch.leaders[i];
             let old_owner = &lock.owner;
             // Not when the old owner was this agent itself: that it never
             // drops its own home's tickets does not make the lock safe,
@@ -354,7 +354,7 @@ impl Core {
         self.settle_carried(now);
         let grace = self.cluster.cfg.grace;
         let mut lapsed = 0u8;
-        for (i, l) in self.cluster.leaders.iter().enumerate().take(8) {
+        for (i, l) in self.cluster.epoch.leaders.iter().enumerate().take(8) {
             let answered = self.answered_by(l, now.mono);
             if *l != self.cluster.me && answered.is_none_or(|t| now.mono >= t + grace) {
                 lapsed |= 1 << i;
@@ -490,16 +490,16 @@ mod tests {
             view,
             delay_until: None,
         };
-        c.epoch = 10;
-        c.leaders = vec![n1.clone(), n0.clone()];
-        c.view = super::super::view_of(&c.leaders);
+        c.epoch.number = 10;
+        c.epoch.leaders = vec![n1.clone(), n0.clone()];
+        c.epoch.view = super::super::view_of(&c.epoch.leaders);
         c.home.last_ok = Some(at(100));
         c.peers
             .contact
-            .insert(n1.clone(), contact(10, c.view, 101_000_000));
+            .insert(n1.clone(), contact(10, c.epoch.view, 101_000_000));
         c.peers
             .contact
-            .insert(n0.clone(), contact(10, c.view, 101_000_000));
+            .insert(n0.clone(), contact(10, c.epoch.view, 101_000_000));
         let ticket = Ticket {
             id: TicketId(7),
             number: 1,
@@ -524,12 +524,12 @@ mod tests {
         assert_eq!((kept.at, kept.answered), (at(100), at(101)));
         // Epoch 11: the same two leaders the other way round.
         let c = &mut core.cluster;
-        c.epoch = 11;
-        c.leaders = vec![n0.clone(), n1.clone()];
-        c.view = super::super::view_of(&c.leaders);
+        c.epoch.number = 11;
+        c.epoch.leaders = vec![n0.clone(), n1.clone()];
+        c.epoch.view = super::super::view_of(&c.epoch.leaders);
         c.peers
             .contact
-            .insert(n0.clone(), contact(11, c.view, 104_500_000));
+            .insert(n0.clone(), contact(11, c.epoch.view, 104_500_000));
         c.home
             .carried
             .left(addr(4001), 11, Time::from_micros(n1_left));

@@ -453,6 +453,7 @@ impl Core {
         let c = &self.cluster;
         let (leaders, connected, size, quorum, epoch) = if self.authority.is_cluster() {
             let leaders: Vec<&str> = c
+                .epoch
                 .leaders
                 .iter()
                 .map(|l| crate::cluster::Cluster::name_of(l))
@@ -463,7 +464,7 @@ impl Core {
                 connected,
                 c.peers.members.len(),
                 c.peers.quorum,
-                c.epoch,
+                c.epoch.number,
             )
         } else {
             (name.clone(), 1, 1, 1, self.epoch_to_keep())

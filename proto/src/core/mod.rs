@@ -308,7 +308,7 @@ impl Core {
     pub(crate) fn epoch_to_keep(&self) -> u64 {
         match self.authority {
             Authority::Solo { epoch, .. } => epoch,
-            Authority::Cluster => self.cluster.epoch,
+            Authority::Cluster => self.cluster.epoch.number,
         }
     }
 
@@ -444,7 +444,7 @@ impl Core {
         {
             // It did not run for a while (paused, or busy): what it knows
             // of its links is stale until they had time to come back.
-            c.woke = Some(now.mono);
+            c.epoch.woke = Some(now.mono);
         }
         Ok(())
     }
