@@ -316,7 +316,7 @@ impl Core {
                 && k.sent + c.cfg.peer_timeout >= now.mono
         });
         // So is this very agent, a leader that never became ready.
-        let not_ready = c.leading.as_ref().is_some_and(|l| !l.ready);
+        let not_ready = c.leader.table.as_ref().is_some_and(|l| !l.ready);
         // Somebody connected had adopted a later epoch before it restarted
         // and takes no earlier one: elect past it.
         let behind = c.epoch.max_seen > c.epoch.number;
@@ -376,9 +376,9 @@ impl Core {
         let prev_epoch = self.cluster.epoch.number;
         self.carry_over(now);
         let prev_leaders = std::mem::take(&mut self.cluster.epoch.leaders);
-        if let Some(l) = self.cluster.leading.take() {
+        if let Some(l) = self.cluster.leader.table.take() {
             if l.ready {
-                self.cluster.last_table = Some((prev_epoch, l));
+                self.cluster.leader.last_table = Some((prev_epoch, l));
             }
         }
         let c = &mut self.cluster;
@@ -400,10 +400,10 @@ impl Core {
         c.handover.own_state = None;
         c.handover.state_pending = None;
         c.home.unsent.clear();
-        c.early.clear();
+        c.leader.early.clear();
         c.handover.report_sent = None;
         if c.is_leader() {
-            c.leading = Some(super::ltable::LeaderTable::new());
+            c.leader.table = Some(super::ltable::LeaderTable::new());
         }
         if c.epoch.leaders[0] == c.me {
             c.handover.collect = Some(super::handover::Collect::new(now.mono));

@@ -49,7 +49,7 @@ impl Core {
             .heard
             .entry(home.clone())
             .or_insert(now.mono);
-        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
         if l.objects
             .get(&object)
             .is_some_and(|o| o.find(&home, req).is_some())
@@ -79,7 +79,7 @@ impl Core {
         }
         let acting = self.acting(now.mono);
         let plant = self.cluster.cfg.plant;
-        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let delayed = l.delay_until.is_some_and(|d| now.mono < d);
         let mut ok = false;
         let mut other = None;

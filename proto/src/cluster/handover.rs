@@ -120,7 +120,7 @@ impl Core {
         let mut begin = ReportBegin {
             prev_epoch: c.epoch.prev_number,
             prev_leaders: c.epoch.prev_leaders.clone(),
-            ready_epoch: c.last_table.as_ref().map_or(0, |(e, _)| *e),
+            ready_epoch: c.leader.last_table.as_ref().map_or(0, |(e, _)| *e),
             floor: c.records.fence_floor,
             up_us: u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
             ..ReportBegin::default()
@@ -128,6 +128,7 @@ impl Core {
         // A lock-delay still running carries over: the homes it waits for
         // are no better known to the new epoch.
         let delay_left = c
+            .leader
             .last_table
             .as_ref()
             .and_then(|(_, t)| t.delay_until)
@@ -138,7 +139,7 @@ impl Core {
         let mut home = Vec::new();
         let mut lines = Vec::new();
         let mut leader_batch = Batch::new(BatchOf::Leader, epoch);
-        if let Some((_, table)) = &c.last_table {
+        if let Some((_, table)) = &c.leader.last_table {
             // Both maps are in key order: walked together, not searched a
             // million times.
             let mut homes = self.table.objects.iter().peekable();
@@ -564,7 +565,7 @@ impl Core {
         ) {
             return self.on_late_part(now, part);
         }
-        let Some(l) = self.cluster.leading.as_mut() else {
+        let Some(l) = self.cluster.leader.table.as_mut() else {
             return Ok(());
         };
         if l.ready {
@@ -617,7 +618,7 @@ impl Core {
             return;
         }
         let (_, s) = self.cluster.handover.own_state.take().expect("present");
-        let Some(l) = self.cluster.leading.as_mut() else {
+        let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
         };
         if !l.ready {
@@ -630,7 +631,7 @@ impl Core {
     fn install(&mut self, now: Now, s: StateIn) {
         // Every leader installs this state: each has every ticket.
         let all = (1u8 << self.cluster.epoch.leaders.len()) - 1;
-        let l = self.cluster.leading.as_mut().expect("leader");
+        let l = self.cluster.leader.table.as_mut().expect("leader");
         let tickets = s.tickets;
         // Numbered in fence order (ties in the state's order), inserted in
         // the state's order (by object: the tables fill in order, which a
@@ -686,7 +687,7 @@ impl Core {
             self.weigh_late(now, &home, tickets);
         }
         self.raise_floor(s.base.saturating_sub(1));
-        let early = std::mem::take(&mut self.cluster.early);
+        let early = std::mem::take(&mut self.cluster.leader.early);
         for (from, m) in early {
             let cmd = m.command();
             if let Err(BadField(what)) = self.on_lock_message(now, &from, m) {

@@ -297,7 +297,8 @@ impl Core {
             let timeout = self.cluster.cfg.peer_timeout + self.cluster.handover.report_pause;
             let c = &self.cluster;
             let counted = c
-                .leading
+                .leader
+                .table
                 .as_ref()
                 .is_some_and(|l| l.ready && l.self_in_state)
                 || c.handover.own_state.is_some()

@@ -63,11 +63,11 @@ impl Core {
     /// nobody else would ever end them).
     pub(crate) fn weigh_late(&mut self, now: Now, home: &Id, tickets: Vec<(ReportedTicket, bool)>) {
         let me = self.cluster.me.clone();
-        let Some(l) = self.cluster.leading.as_ref() else {
+        let Some(l) = self.cluster.leader.table.as_ref() else {
             return;
         };
         if !l.ready {
-            let l = self.cluster.leading.as_mut().expect("leader");
+            let l = self.cluster.leader.table.as_mut().expect("leader");
             if l.late_early.len() < 64 {
                 l.late_early.push((home.clone(), tickets));
             }
@@ -123,7 +123,7 @@ impl Core {
         } else {
             orphans
         };
-        let l = self.cluster.leading.as_mut().expect("leader");
+        let l = self.cluster.leader.table.as_mut().expect("leader");
         l.reporters.insert(home.clone());
         log::info!(
             "late report of {} counted{}",
@@ -147,7 +147,7 @@ impl Core {
     pub(super) fn on_late_part(&mut self, now: Now, part: Part) -> Result<(), BadField> {
         let max_tickets = self.config.max_tickets as u64;
         let max_lines = 2 + max_tickets;
-        let Some(l) = self.cluster.leading.as_mut() else {
+        let Some(l) = self.cluster.leader.table.as_mut() else {
             return Ok(());
         };
         match part {

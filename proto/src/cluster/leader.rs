@@ -67,7 +67,7 @@ impl Core {
             return Ok(()); // another epoch's: its senders re-send in ours
         }
         if m.role() == Role::Leader {
-            let Some(l) = self.cluster.leading.as_ref() else {
+            let Some(l) = self.cluster.leader.table.as_ref() else {
                 return Ok(()); // not a leader of this epoch
             };
             if !l.ready {
@@ -83,8 +83,8 @@ impl Core {
                         return Ok(());
                     }
                 }
-                if self.cluster.early.len() < self.config.max_tickets {
-                    self.cluster.early.push((from.clone(), m));
+                if self.cluster.leader.early.len() < self.config.max_tickets {
+                    self.cluster.leader.early.push((from.clone(), m));
                 }
                 return Ok(());
             }
@@ -113,7 +113,7 @@ impl Core {
             PeerMsg::ActivateLock { at, fence } => self.follower_activate(now, from, at, fence),
             PeerMsg::DropTicket(at) => {
                 if self.owner_of(&at.object).as_deref() == Some(&**from) {
-                    if let Some(l) = self.cluster.leading.as_mut() {
+                    if let Some(l) = self.cluster.leader.table.as_mut() {
                         l.remove(&at.object, &at.home, at.req);
                     }
                 }
@@ -150,7 +150,7 @@ impl Core {
         let max_per_object = self.config.max_tickets_per_object;
         let max_tickets = self.config.max_tickets;
         let has_ticket = self.first_followers(home);
-        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let name: ObjectName = l
             .objects
             .get_key_value(object)
@@ -232,7 +232,7 @@ impl Core {
             return;
         }
         let acting = self.acting(now.mono);
-        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let state = l
             .objects
             .get(object)
@@ -278,7 +278,7 @@ impl Core {
 
     /// The home released (or cancelled) ticket `req`.
     pub(crate) fn owner_release(&mut self, now: Now, object: &[u8], home: &Id, req: u64) {
-        let Some(l) = self.cluster.leading.as_mut() else {
+        let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
         };
         let Some(name) = l.objects.get_key_value(object).map(|(k, _)| k.clone()) else {
@@ -293,7 +293,7 @@ impl Core {
 
     fn next_fence(&mut self, name: &[u8]) -> u64 {
         let plant = self.cluster.cfg.plant;
-        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let o = l.objects.get_mut(name).expect("object exists");
         let fence = if plant == Plant::ReuseFence && o.last_fence > 0 {
             o.last_fence
@@ -316,7 +316,7 @@ impl Core {
         }
         let Some(me) = self.my_index() else { return };
         let epoch = self.cluster.epoch.number;
-        let l = self.cluster.leading.as_mut().expect("leader");
+        let l = self.cluster.leader.table.as_mut().expect("leader");
         if l.delay_until.is_some_and(|d| now.mono < d) {
             l.retry.insert(name.clone());
             return;
@@ -343,7 +343,7 @@ impl Core {
         let max_tickets = self.config.max_tickets;
         for pos in decision.grant {
             let fence = self.next_fence(name);
-            let l = self.cluster.leading.as_mut().expect("leader");
+            let l = self.cluster.leader.table.as_mut().expect("leader");
             let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
             let to = t.has_ticket | 1 << me;
             t.state = LeaderState::Activating {
@@ -391,7 +391,7 @@ impl Core {
         let Some(i) = self.cluster.epoch.leaders.iter().position(|l| l == from) else {
             return;
         };
-        let l = self.cluster.leading.as_mut().expect("ready leader");
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let Some((name, o)) = l.objects.get_key_value(&at.object) else {
             return;
         };
@@ -438,7 +438,7 @@ impl Core {
         let plant = self.cluster.cfg.plant;
         let acting = self.acting(now.mono);
         let epoch = self.cluster.epoch.number;
-        let l = self.cluster.leading.as_mut().expect("leader");
+        let l = self.cluster.leader.table.as_mut().expect("leader");
         let Some(o) = l.objects.get_mut(&**name) else {
             return;
         };
@@ -484,7 +484,7 @@ impl Core {
         let release_delay =
             self.cluster.cfg.stretch(self.cluster.cfg.grace) + self.cluster.cfg.ping_interval;
         let me = self.cluster.me.clone();
-        let Some(l) = self.cluster.leading.as_ref() else {
+        let Some(l) = self.cluster.leader.table.as_ref() else {
             return;
         };
         if !l.ready {
@@ -510,7 +510,8 @@ impl Core {
             // the next epoch's state while its owner still backs it.
             let owned: Vec<(ObjectName, u64)> = self
                 .cluster
-                .leading
+                .leader
+                .table
                 .as_ref()
                 .and_then(|l| l.by_home.get(&home))
                 .into_iter()
@@ -528,7 +529,7 @@ impl Core {
             );
             let epoch = self.cluster.epoch.number;
             for (name, req) in owned {
-                let l = self.cluster.leading.as_mut().expect("leader");
+                let l = self.cluster.leader.table.as_mut().expect("leader");
                 if let Some(t) = l.remove(&name, &home, req) {
                     let at = TicketAt {
                         epoch,
@@ -541,7 +542,7 @@ impl Core {
                 touched.insert(name);
             }
         }
-        let l = self.cluster.leading.as_mut().expect("leader");
+        let l = self.cluster.leader.table.as_mut().expect("leader");
         let mut late = Vec::new();
         while l.asking.front().is_some_and(|a| a.0 <= now.mono) {
             let (_, name, home, req) = l.asking.pop_front().expect("front");
@@ -551,13 +552,13 @@ impl Core {
         let max_tickets = self.config.max_tickets;
         for (name, home, req) in late {
             if self.widen(&name, &home, req, true) {
-                let l = self.cluster.leading.as_mut().expect("leader");
+                let l = self.cluster.leader.table.as_mut().expect("leader");
                 if l.asking.len() < max_tickets {
                     l.asking.push_back((next, name, home, req));
                 }
             }
         }
-        let l = self.cluster.leading.as_mut().expect("leader");
+        let l = self.cluster.leader.table.as_mut().expect("leader");
         if l.delay_until.is_some_and(|d| now.mono >= d) {
             l.delay_until = None;
             touched.extend(l.objects.keys().cloned());
@@ -581,7 +582,8 @@ impl Core {
         let me = self.my_index().map_or(0, |i| 1u8 << i);
         let Some(t) = self
             .cluster
-            .leading
+            .leader
+            .table
             .as_mut()
             .and_then(|l| l.ticket_mut(name, home, req))
         else {
@@ -618,7 +620,8 @@ impl Core {
     fn retry_object(&mut self, now: Now, name: &ObjectName) {
         let pending: Vec<(Id, u64)> = self
             .cluster
-            .leading
+            .leader
+            .table
             .as_ref()
             .and_then(|l| l.objects.get(&**name))
             .map(|o| {
@@ -648,7 +651,7 @@ impl Core {
     pub(crate) fn resend_grants(&mut self, home: &Id) {
         let me = self.cluster.me.clone();
         let epoch = self.cluster.epoch.number;
-        let Some(l) = self.cluster.leading.as_ref().filter(|l| l.ready) else {
+        let Some(l) = self.cluster.leader.table.as_ref().filter(|l| l.ready) else {
             return;
         };
         let mut again = Vec::new();
@@ -683,7 +686,7 @@ impl Core {
     #[doc(hidden)]
     pub fn debug_owned_blocking(&self) -> Vec<(Vec<u8>, String, u64)> {
         let me = &self.cluster.me;
-        let Some(l) = self.cluster.leading.as_ref().filter(|l| l.ready) else {
+        let Some(l) = self.cluster.leader.table.as_ref().filter(|l| l.ready) else {
             return Vec::new();
         };
         let mut all = Vec::new();

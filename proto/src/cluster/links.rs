@@ -362,7 +362,12 @@ impl Core {
         let active = asker.is_some_and(|a| self.answers_active(&a));
         // What is left of this leader's lock-delay: the homes that are
         // not leaders learn from it that nothing can be granted yet.
-        let delay_until = self.cluster.leading.as_ref().and_then(|l| l.delay_until);
+        let delay_until = self
+            .cluster
+            .leader
+            .table
+            .as_ref()
+            .and_then(|l| l.delay_until);
         let delay_us = delay_until.map_or(0, |d| d.saturating_since(now.mono).as_micros() as u64);
         let pong = Pong {
             serial,
@@ -502,7 +507,8 @@ impl Core {
             .chain(c.epoch.leaders.iter().cloned())
             .collect();
         let held = |id: &Id| {
-            c.leading
+            c.leader
+                .table
                 .as_ref()
                 .is_some_and(|l| l.by_home.contains_key(id))
         };
@@ -518,7 +524,7 @@ impl Core {
     /// answered in it by a quorum (itself included) within `peer_timeout`.
     pub(crate) fn acting(&self, now: Time) -> bool {
         let c = &self.cluster;
-        if !c.leading.as_ref().is_some_and(|l| l.ready) {
+        if !c.leader.table.as_ref().is_some_and(|l| l.ready) {
             return false;
         }
         let since = now - c.cfg.peer_timeout;
@@ -535,7 +541,7 @@ impl Core {
     /// is part of this epoch's state (a home whose held locks the epoch
     /// does not know must not be kept in contact: it has to revoke).
     fn answers_active(&self, asker: &Id) -> bool {
-        let Some(l) = self.cluster.leading.as_ref() else {
+        let Some(l) = self.cluster.leader.table.as_ref() else {
             return false;
         };
         l.ready && l.reporters.contains(asker) && self.acting(self.last_now)
@@ -561,7 +567,8 @@ impl Core {
         for leader in &c.epoch.leaders {
             if *leader == c.me {
                 let counted = c
-                    .leading
+                    .leader
+                    .table
                     .as_ref()
                     .is_some_and(|l| l.ready && l.reporters.contains(&c.me));
                 if counted && self.acting(now) {

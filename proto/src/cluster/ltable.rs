@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::Id;
+use super::msg::PeerMsg;
 use super::votes::Ballot;
 use crate::time::Time;
 use crate::vocab::{Kind, ObjectName};
@@ -83,6 +84,19 @@ impl LeaderObject {
 
 /// A late report's tickets, each with whether its home holds it.
 pub(crate) type LateTickets = Vec<(super::batch::ReportedTicket, bool)>;
+
+/// This agent as a leader of the current epoch.
+#[derive(Debug, Default)]
+pub(crate) struct LeaderRole {
+    /// Its table, while it is a leader of the current epoch.
+    pub table: Option<LeaderTable>,
+    /// The last table it had as a ready leader, and its epoch: kept for
+    /// the report to the next collector.
+    pub last_table: Option<(u64, LeaderTable)>,
+    /// Messages of the current epoch that arrived before this leader was
+    /// ready, replayed when it is.
+    pub early: Vec<(Id, PeerMsg)>,
+}
 
 /// A leader's part of one epoch.
 #[derive(Debug)]

@@ -33,7 +33,6 @@ pub use persist::Persisted;
 use crate::time::{Now, Time};
 
 use links::Link;
-use ltable::LeaderTable;
 
 /// An agent's id, `PP|RANDOM|ADDRESS|PID|NAME`.
 pub(crate) type Id = Arc<str>;
@@ -74,15 +73,21 @@ pub(crate) fn view_of(leaders: &[Id]) -> u64 {
     ids::fnv1a64(&all)
 }
 
-/// The cluster part of a core.
+/// The cluster part of a core: this agent's identity, and its parts, each
+/// owning its own data (docs/architecture.md).
 #[derive(Debug)]
 pub(crate) struct Cluster {
+    /// How this agent takes part in the cluster.
     pub cfg: ClusterConfig,
+    /// This agent's id ([`ids::make_id`]), drawn at start.
     pub me: Id,
+    /// Its `server_name`.
     pub name: String,
+    /// Its `listen` address (none: not in a cluster).
     pub addr: Option<SocketAddr>,
     /// The members, their links and what they said of their liveness.
     pub peers: links::Peers,
+    /// When it started, µs of its wall clock.
     pub start_wall_us: u64,
     /// When this agent started (local monotonic time): how long it has
     /// had its memory.
@@ -95,14 +100,10 @@ pub(crate) struct Cluster {
     pub home: home::Home,
     /// The epoch and fence on record, and the bounds on what peers claim.
     pub records: persist::Records,
-    /// Set while this agent is a leader of the current epoch.
-    pub leading: Option<LeaderTable>,
-    /// The last table this agent had as a ready leader, kept for reports.
-    pub last_table: Option<(u64, LeaderTable)>,
+    /// This agent as a leader: its table, the last one, early messages.
+    pub leader: ltable::LeaderRole,
+    /// When the cluster's housekeeping runs next (every `ping_interval`).
     pub next_tick: Time,
-    /// Messages of the current epoch that arrived before this leader was
-    /// ready, replayed when it is.
-    pub early: Vec<(Id, msg::PeerMsg)>,
     /// Messages from this agent to itself (its home part to its leader
     /// part and back), delivered after the current input.
     pub local: std::collections::VecDeque<msg::PeerMsg>,
@@ -141,10 +142,8 @@ impl Cluster {
                 min_epoch: kept.epoch,
                 far_warnings: persist::FarWarnings::default(),
             },
-            leading: None,
-            last_table: None,
+            leader: ltable::LeaderRole::default(),
             next_tick: now.mono,
-            early: Vec::new(),
             local: std::collections::VecDeque::new(),
         }
     }

@@ -39,7 +39,7 @@ impl Core {
     fn leader_acts(&self, leader: &Id, now: Time) -> bool {
         let c = &self.cluster;
         if *leader == c.me {
-            return c.leading.as_ref().is_some_and(|l| l.ready) && self.acting(now);
+            return c.leader.table.as_ref().is_some_and(|l| l.ready) && self.acting(now);
         }
         c.peers
             .contact
@@ -54,7 +54,7 @@ impl Core {
     fn delay_of(&self, leader: &Id) -> Option<Time> {
         let c = &self.cluster;
         if *leader == c.me {
-            return c.leading.as_ref().and_then(|l| l.delay_until);
+            return c.leader.table.as_ref().and_then(|l| l.delay_until);
         }
         c.peers
             .contact

@@ -119,7 +119,7 @@ impl Core {
     fn answered_by(&self, owner: &Id, now: Time) -> Option<Time> {
         let c = &self.cluster;
         if *owner == c.me {
-            let ready = c.leading.as_ref().is_some_and(|l| l.ready);
+            let ready = c.leader.table.as_ref().is_some_and(|l| l.ready);
             return (ready && self.acting(now)).then_some(now);
         }
         c.peers
