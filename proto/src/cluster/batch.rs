@@ -363,7 +363,7 @@ mod tests {
         lines
             .iter()
             .map(|m| {
-                let mut line = encode_to_vec(&m.encode());
+                let mut line = encode_to_vec(&m.clone().encode());
                 assert_eq!(line.pop(), Some(b'\n'));
                 assert!(line.len() < 1 << 20, "a line of {} bytes", line.len());
                 let mut wire = parse(&line).expect("parses");

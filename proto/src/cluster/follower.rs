@@ -9,7 +9,7 @@ use super::ltable::{LeaderObject, LeaderState, LeaderTicket};
 use super::msg::{BadField, PeerMsg, TicketAt};
 use crate::core::Core;
 use crate::time::Now;
-use crate::vocab::{Kind, Mode};
+use crate::vocab::{Kind, Mode, ObjectName};
 
 impl Core {
     /// The owner's new ticket `at`, for this follower's replica.
@@ -33,8 +33,8 @@ impl Core {
             .cluster
             .peers
             .heard
-            .get_key_value(&home)
-            .map_or(home, |(k, _)| k.clone());
+            .get_key_value(home.as_str())
+            .map_or_else(|| Id::from(home), |(k, _)| k.clone());
         let t = LeaderTicket {
             key: key.into(),
             number,
@@ -51,15 +51,15 @@ impl Core {
             .or_insert(now.mono);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         if l.objects
-            .get(&object)
+            .get(&object[..])
             .is_some_and(|o| o.find(&home, req).is_some())
         {
             return Ok(());
         }
         let name = l
             .objects
-            .get_key_value(&object)
-            .map_or(object, |(k, _)| k.clone());
+            .get_key_value(&object[..])
+            .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
         l.insert(&name, t);
         Ok(())
     }
@@ -95,7 +95,7 @@ impl Core {
                         .tickets
                         .iter()
                         .find(|t| t.req != req && t.blocks())
-                        .map(|t| (t.home.clone(), t.req));
+                        .map(|t| (t.home.to_string(), t.req));
                 }
             }
         }

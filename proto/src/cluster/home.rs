@@ -80,7 +80,7 @@ impl Core {
         let t = &o.tickets[pos];
         let lock = Lock {
             epoch,
-            object: name.clone(),
+            object: name.to_vec(),
             req: id.0,
             key: t.key.to_string(),
             kind: t.kind,
@@ -115,7 +115,7 @@ impl Core {
         let owner = self.cluster.epoch.leaders[i].clone();
         let unlock = PeerMsg::Unlock {
             epoch: self.cluster.epoch.number,
-            object: name.clone(),
+            object: name.to_vec(),
             req: t.id.0,
         };
         self.send(To::Agent(&owner), unlock);
@@ -153,7 +153,7 @@ impl Core {
         answer: Result<u64, (&'static str, String)>,
     ) -> Result<(), BadField> {
         let (object, req) = (&*at.object, at.req);
-        if at.home != self.cluster.me {
+        if *at.home != *self.cluster.me {
             return Err(BadField("home"));
         }
         let id = TicketId(req);
@@ -214,10 +214,10 @@ impl Core {
     /// request this agent no longer has is given back (its `UNLOCK` may
     /// have been lost with the link).
     pub(crate) fn home_check(&mut self, from: &Id, at: TicketAt) -> Result<(), BadField> {
-        if at.home != self.cluster.me {
+        if *at.home != *self.cluster.me {
             return Err(BadField("home"));
         }
-        let has = (self.table.objects.get(&at.object))
+        let has = (self.table.objects.get(&at.object[..]))
             .is_some_and(|o| o.position(TicketId(at.req)).is_some());
         if !has {
             self.give_back(from, at.object, at.req);
@@ -227,7 +227,7 @@ impl Core {
 
     /// Gives request `req` on `object` back to its owner `to`: this agent
     /// no longer wants it.
-    fn give_back(&mut self, to: &Id, object: ObjectName, req: u64) {
+    fn give_back(&mut self, to: &Id, object: Vec<u8>, req: u64) {
         let unlock = PeerMsg::Unlock {
             epoch: self.cluster.epoch.number,
             object,

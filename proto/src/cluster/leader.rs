@@ -18,11 +18,11 @@ use crate::vocab::{Mode, ObjectName};
 
 impl Core {
     /// Ticket `(home, req)` of `object`, in this epoch.
-    pub(super) fn ticket_at(&self, object: &ObjectName, home: &Id, req: u64) -> TicketAt {
+    pub(super) fn ticket_at(&self, object: &[u8], home: &str, req: u64) -> TicketAt {
         TicketAt {
             epoch: self.cluster.epoch.number,
-            object: object.clone(),
-            home: home.clone(),
+            object: object.to_vec(),
+            home: home.to_owned(),
             req,
         }
     }
@@ -258,8 +258,8 @@ impl Core {
             self.owner_release(now, object, home, req);
             let at = TicketAt {
                 epoch: self.cluster.epoch.number,
-                object: ObjectName::from(object),
-                home: home.clone(),
+                object: object.to_vec(),
+                home: home.to_string(),
                 req,
             };
             self.owner_refuse(at, error, why);
@@ -356,8 +356,8 @@ impl Core {
             };
             let at = TicketAt {
                 epoch,
-                object: name.clone(),
-                home: t.home.clone(),
+                object: name.to_vec(),
+                home: t.home.to_string(),
                 req: t.req,
             };
             let key = (t.home.clone(), t.req);
@@ -386,20 +386,20 @@ impl Core {
         at: TicketAt,
         fence: u64,
         ok: bool,
-        other: Option<(Id, u64)>,
+        other: Option<(String, u64)>,
     ) {
         let Some(i) = self.cluster.epoch.leaders.iter().position(|l| l == from) else {
             return;
         };
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
-        let Some((name, o)) = l.objects.get_key_value(&at.object) else {
+        let Some((name, o)) = l.objects.get_key_value(&at.object[..]) else {
             return;
         };
         let name = name.clone();
         let Some(pos) = o.find(&at.home, at.req) else {
             return;
         };
-        let o = l.objects.get_mut(&at.object).expect("exists");
+        let o = l.objects.get_mut(&at.object[..]).expect("exists");
         let t = &mut o.tickets[pos];
         if let LeaderState::Activating {
             fence: f,
@@ -419,7 +419,7 @@ impl Core {
         if let Some((oh, or)) = other {
             let known = l
                 .objects
-                .get(&at.object)
+                .get(&at.object[..])
                 .is_some_and(|o| o.find(&oh, or).is_some());
             if !known {
                 let drop = self.ticket_at(&name, &oh, or);
@@ -456,8 +456,8 @@ impl Core {
                 }
                 let at = TicketAt {
                     epoch,
-                    object: name.clone(),
-                    home: home.clone(),
+                    object: name.to_vec(),
+                    home: home.to_string(),
                     req,
                 };
                 self.send(To::Agent(home), PeerMsg::Locked { at, fence });
@@ -533,8 +533,8 @@ impl Core {
                 if let Some(t) = l.remove(&name, &home, req) {
                     let at = TicketAt {
                         epoch,
-                        object: name.clone(),
-                        home: home.clone(),
+                        object: name.to_vec(),
+                        home: home.to_string(),
                         req,
                     };
                     self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
@@ -602,8 +602,8 @@ impl Core {
         let fence = *fence;
         let at = TicketAt {
             epoch,
-            object: name.clone(),
-            home: home.clone(),
+            object: name.to_vec(),
+            home: home.to_string(),
             req,
         };
         let add = PeerMsg::AddTicket {
@@ -663,8 +663,8 @@ impl Core {
                 .and_then(|o| o.find(home, *req).map(|p| o.tickets[p].state));
             let at = || TicketAt {
                 epoch,
-                object: name.clone(),
-                home: home.clone(),
+                object: name.to_vec(),
+                home: home.to_string(),
                 req: *req,
             };
             match state {

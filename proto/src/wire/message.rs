@@ -55,6 +55,11 @@ impl Message {
         self.set_vec(name, value.as_ref().to_vec());
     }
 
+    /// Adds or replaces a parameter, taking the value as it is (no copy).
+    pub fn set_owned(&mut self, name: &str, value: Vec<u8>) {
+        self.set_vec(name, value);
+    }
+
     fn set_vec(&mut self, name: &str, value: Vec<u8>) {
         match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
             Ok(i) => self.params[i].1 = value,

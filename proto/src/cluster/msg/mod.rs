@@ -27,7 +27,7 @@ use tickets::{part, put_part};
 
 use super::Id;
 use super::ids;
-use crate::vocab::{Kind, Mode, ObjectName, Policy, parse_u64};
+use crate::vocab::{Kind, Mode, Policy, parse_u64};
 use crate::wire::Message;
 
 /// A required field was missing or bad: its name.
@@ -59,8 +59,8 @@ pub(crate) enum Role {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct TicketAt {
     pub epoch: u64,
-    pub object: ObjectName,
-    pub home: Id,
+    pub object: Vec<u8>,
+    pub home: String,
     pub req: u64,
 }
 
@@ -100,7 +100,7 @@ pub(crate) struct Pong {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Lock {
     pub epoch: u64,
-    pub object: ObjectName,
+    pub object: Vec<u8>,
     pub req: u64,
     pub key: String,
     pub kind: Kind,
@@ -128,7 +128,7 @@ pub(crate) enum PeerMsg {
     /// The home released or cancelled its request.
     Unlock {
         epoch: u64,
-        object: ObjectName,
+        object: Vec<u8>,
         req: u64,
     },
     /// The owner's new ticket, for its followers' replicas.
@@ -149,7 +149,7 @@ pub(crate) enum PeerMsg {
         at: TicketAt,
         fence: u64,
         ok: bool,
-        other: Option<(Id, u64)>,
+        other: Option<(String, u64)>,
     },
     /// The owner drops a ticket from its followers' replicas.
     DropTicket(TicketAt),
@@ -294,7 +294,7 @@ impl PeerMsg {
                 let other = match (m.get("other_home"), m.get("other_req")) {
                     (Some(_), Some(r)) => {
                         let r = parse_u64(r).ok_or(BadField("other_req"))?;
-                        Some((id_text(m, "other_home")?, r))
+                        Some((text(m, "other_home")?, r))
                     }
                     _ => None,
                 };
@@ -331,12 +331,12 @@ impl PeerMsg {
     }
 
     /// The message as it goes on the wire.
-    pub fn encode(&self) -> Message {
+    pub fn encode(self) -> Message {
         let mut m = Message::new(self.command());
         match self {
             PeerMsg::Started(s) => {
                 m.set("lockid", &*s.id);
-                m.set("server_name", &s.server_name);
+                m.set_owned("server_name", s.server_name.into_bytes());
                 m.set_u64("starttime", s.start_us);
                 if let Some(w) = s.wall_ms {
                     m.set_u64("wall", w);
@@ -347,7 +347,7 @@ impl PeerMsg {
                 m.set_u64("epoch", s.epoch);
                 put_ids(&mut m, LEADER_KEYS, &s.leaders);
             }
-            PeerMsg::Ping { serial } => m.set_u64("serial", *serial),
+            PeerMsg::Ping { serial } => m.set_u64("serial", serial),
             PeerMsg::Pong(p) => {
                 m.set_u64("serial", p.serial);
                 m.set_u64("epoch", p.epoch);
@@ -364,28 +364,28 @@ impl PeerMsg {
                 }
             }
             PeerMsg::Leaders { epoch, leaders } => {
-                m.set_u64("epoch", *epoch);
-                put_ids(&mut m, LEADER_KEYS, leaders);
+                m.set_u64("epoch", epoch);
+                put_ids(&mut m, LEADER_KEYS, &leaders);
             }
             PeerMsg::Tickets { epoch, part } => {
                 m.set("part", part.name());
-                m.set_u64("epoch", *epoch);
+                m.set_u64("epoch", epoch);
                 put_part(&mut m, part);
             }
             PeerMsg::Lock(l) => {
-                m.set("object_name", &*l.object);
+                m.set_owned("object_name", l.object);
                 m.set_u64("epoch", l.epoch);
                 m.set_u64("req", l.req);
-                m.set("key", &l.key);
+                m.set_owned("key", l.key.into_bytes());
                 put_kind(&mut m, &l.kind);
                 if l.try_once {
                     m.set("try", "true");
                 }
             }
             PeerMsg::Unlock { epoch, object, req } => {
-                m.set("object_name", &**object);
-                m.set_u64("epoch", *epoch);
-                m.set_u64("req", *req);
+                m.set_owned("object_name", object);
+                m.set_u64("epoch", epoch);
+                m.set_u64("req", req);
             }
             PeerMsg::AddTicket {
                 at,
@@ -394,13 +394,13 @@ impl PeerMsg {
                 kind,
             } => {
                 put_ticket_at(&mut m, at);
-                m.set("key", key);
-                m.set_u64("number", *number);
-                put_kind(&mut m, kind);
+                m.set_owned("key", key.into_bytes());
+                m.set_u64("number", number);
+                put_kind(&mut m, &kind);
             }
             PeerMsg::ActivateLock { at, fence } | PeerMsg::Locked { at, fence } => {
                 put_ticket_at(&mut m, at);
-                m.set_u64("fence", *fence);
+                m.set_u64("fence", fence);
             }
             PeerMsg::LockActivated {
                 at,
@@ -409,11 +409,11 @@ impl PeerMsg {
                 other,
             } => {
                 put_ticket_at(&mut m, at);
-                m.set_u64("fence", *fence);
-                m.set("ok", if *ok { "true" } else { "false" });
+                m.set_u64("fence", fence);
+                m.set("ok", if ok { "true" } else { "false" });
                 if let Some((home, req)) = other {
-                    m.set("other_home", &**home);
-                    m.set_u64("other_req", *req);
+                    m.set_owned("other_home", home.into_bytes());
+                    m.set_u64("other_req", req);
                 }
             }
             PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => put_ticket_at(&mut m, at),
@@ -424,7 +424,7 @@ impl PeerMsg {
             } => {
                 put_ticket_at(&mut m, at);
                 m.set("error", error);
-                m.set("description", description);
+                m.set_owned("description", description.into_bytes());
             }
         }
         m
@@ -459,25 +459,23 @@ fn id(m: &mut Message, name: &'static str) -> Result<Id, BadField> {
     Ok(Id::from(id))
 }
 
-fn object(m: &mut Message) -> Result<ObjectName, BadField> {
-    m.remove("object_name")
-        .map(ObjectName::from)
-        .ok_or(BadField("object_name"))
+fn object(m: &mut Message) -> Result<Vec<u8>, BadField> {
+    m.remove("object_name").ok_or(BadField("object_name"))
 }
 
 fn ticket_at(m: &mut Message) -> Result<TicketAt, BadField> {
     Ok(TicketAt {
         epoch: num(m, "epoch")?,
         object: object(m)?,
-        home: id_text(m, "home")?,
+        home: text(m, "home")?,
         req: num(m, "req")?,
     })
 }
 
-fn put_ticket_at(m: &mut Message, at: &TicketAt) {
-    m.set("object_name", &*at.object);
+fn put_ticket_at(m: &mut Message, at: TicketAt) {
+    m.set_owned("object_name", at.object);
     m.set_u64("epoch", at.epoch);
-    m.set("home", &*at.home);
+    m.set_owned("home", at.home.into_bytes());
     m.set_u64("req", at.req);
 }
 

@@ -148,7 +148,7 @@ pub(super) fn part(m: &mut Message) -> Result<Part, BadField> {
     })
 }
 
-pub(super) fn put_part(m: &mut Message, part: &Part) {
+pub(super) fn put_part(m: &mut Message, part: Part) {
     match part {
         Part::ReportBegin(b) => {
             m.set_u64("prev_epoch", b.prev_epoch);
@@ -165,20 +165,20 @@ pub(super) fn put_part(m: &mut Message, part: &Part) {
         }
         Part::Report { tickets, .. } | Part::State(tickets) | Part::Late(tickets) => {
             m.set_u64("n", tickets.n);
-            m.set("tickets", &tickets.records);
+            m.set_owned("tickets", tickets.records);
         }
-        Part::ReportEnd { count } | Part::StateEnd { count } => m.set_u64("count", *count),
+        Part::ReportEnd { count } | Part::StateEnd { count } => m.set_u64("count", count),
         Part::StateBegin { base, delay } => {
-            m.set_u64("base", *base);
+            m.set_u64("base", base);
             m.set_u64(
                 "delay",
                 u64::try_from(delay.as_micros()).unwrap_or(u64::MAX),
             );
         }
-        Part::Reporter { id } | Part::LateBegin { id } => m.set("id", &**id),
+        Part::Reporter { id } | Part::LateBegin { id } => m.set("id", &*id),
         Part::LateEnd { id, count } => {
-            m.set("id", &**id);
-            m.set_u64("count", *count);
+            m.set("id", &*id);
+            m.set_u64("count", count);
         }
     }
 }
