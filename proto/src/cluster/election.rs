@@ -61,6 +61,21 @@ impl Epoch {
             waiting_logged: None,
         }
     }
+
+    /// Any epoch a peer names, current or not, bounds the next one from
+    /// below: a conductor draws past every epoch fences came from.
+    pub fn note_seen(&mut self, epoch: u64) {
+        self.max_seen = self.max_seen.max(epoch);
+    }
+
+    /// Whether `epoch` may be adopted: newer than this one, and none older
+    /// than `min_epoch`, the one this agent had adopted before it
+    /// restarted (its record): an epoch drawn without knowing that one may
+    /// start its fences below those it saw. The conductor elects past it
+    /// (`maybe_elect`, `max_seen`).
+    pub fn may_adopt(&self, epoch: u64, min_epoch: u64) -> bool {
+        epoch > self.number && epoch >= min_epoch
+    }
 }
 
 impl Core {
@@ -122,10 +137,11 @@ impl Core {
         self.send_unsent(&id);
         self.send_pending_state(&id);
         if let Some(max) = s.max_epoch {
-            self.note_epoch_seen(now, max);
+            self.cluster.epoch.note_seen(max);
         }
-        self.note_epoch_seen(now, epoch);
-        if self.may_adopt(epoch) && !leaders.is_empty() {
+        self.cluster.epoch.note_seen(epoch);
+        let min_epoch = self.cluster.records.min_epoch;
+        if self.cluster.epoch.may_adopt(epoch, min_epoch) && !leaders.is_empty() {
             self.adopt(now, epoch, leaders);
         } else if epoch < self.cluster.epoch.number {
             let news = self.leaders_news();
@@ -136,22 +152,9 @@ impl Core {
     }
 
     pub(crate) fn on_leaders(&mut self, now: Now, epoch: u64, leaders: Vec<Id>) {
-        if self.may_adopt(epoch) {
+        if (self.cluster.epoch).may_adopt(epoch, self.cluster.records.min_epoch) {
             self.adopt(now, epoch, leaders);
         }
-    }
-
-    /// A newer epoch, and none older than the one this agent had adopted
-    /// before it restarted (its record): an epoch drawn without knowing
-    /// that one may start its fences below those it saw. The conductor
-    /// elects past it (`maybe_elect`, `max_epoch_seen`).
-    fn may_adopt(&self, epoch: u64) -> bool {
-        epoch > self.cluster.epoch.number && epoch >= self.cluster.records.min_epoch
-    }
-
-    pub(crate) fn note_epoch_seen(&mut self, _now: Now, epoch: u64) {
-        let c = &mut self.cluster;
-        c.epoch.max_seen = c.epoch.max_seen.max(epoch);
     }
 
     /// Conducts an election when this agent is the conductor and the
@@ -496,5 +499,19 @@ mod tests {
         );
         assert!(pick_leaders([off.clone()].into_iter(), &[]).is_empty());
         assert_eq!(pick_leaders([off, a.clone()].into_iter(), &[]), vec![a]);
+    }
+
+    #[test]
+    fn an_epoch_is_adopted_only_when_newer_and_not_below_the_record() {
+        let mut e = Epoch::new(Time::ZERO, 5);
+        e.number = 10;
+        assert!(!e.may_adopt(10, 0), "not newer");
+        assert!(e.may_adopt(11, 0));
+        assert!(!e.may_adopt(11, 12), "below the epoch on record");
+        assert!(e.may_adopt(12, 12));
+        e.note_seen(3);
+        assert_eq!(e.max_seen, 5, "only ever grows");
+        e.note_seen(40);
+        assert_eq!(e.max_seen, 40);
     }
 }

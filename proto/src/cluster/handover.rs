@@ -76,6 +76,22 @@ pub(crate) struct Handover {
     pub state_pending: Option<(u64, Vec<Id>, Vec<PeerMsg>)>,
 }
 
+impl Handover {
+    /// `id` answered as an acting leader of `epoch` (the current one): it
+    /// has the state, which is kept no longer than every leader needs it.
+    pub fn state_received(&mut self, epoch: u64, id: &Id) {
+        let Some((e, waiting, _)) = self.state_pending.as_mut() else {
+            return;
+        };
+        if *e == epoch {
+            waiting.retain(|l| l != id);
+        }
+        if *e != epoch || waiting.is_empty() {
+            self.state_pending = None;
+        }
+    }
+}
+
 /// The collector's work for its epoch.
 #[derive(Debug)]
 pub(crate) struct Collect {
@@ -540,21 +556,6 @@ impl Core {
         }
     }
 
-    /// `id` answered as an acting leader of this epoch: it has the state,
-    /// which is kept no longer than every leader needs it.
-    pub(crate) fn state_received(&mut self, id: &Id) {
-        let epoch = self.cluster.epoch.number;
-        let Some((e, waiting, _)) = self.cluster.handover.state_pending.as_mut() else {
-            return;
-        };
-        if *e == epoch {
-            waiting.retain(|l| l != id);
-        }
-        if *e != epoch || waiting.is_empty() {
-            self.cluster.handover.state_pending = None;
-        }
-    }
-
     fn on_state_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), BadField> {
         if self.cluster.epoch.leaders.first() != Some(from) {
             return Err(BadField("part (not from the collector)"));
@@ -694,5 +695,32 @@ impl Core {
                 log::warn!("{cmd} dropped: bad or missing {what}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_is_kept_until_every_leader_acts_in_its_epoch() {
+        let (a, b): (Id, Id) = ("a".into(), "b".into());
+        let mut h = Handover {
+            state_pending: Some((7, vec![a.clone(), b.clone()], Vec::new())),
+            ..Handover::default()
+        };
+        h.state_received(7, &a);
+        assert_eq!(
+            h.state_pending.as_ref().map(|p| p.1.clone()),
+            Some(vec![b.clone()])
+        );
+        h.state_received(7, &a);
+        assert!(h.state_pending.is_some(), "the same leader twice");
+        h.state_received(7, &b);
+        assert!(h.state_pending.is_none(), "every leader has it");
+        // A state of another epoch is dropped at the first answer.
+        h.state_pending = Some((6, vec![a.clone()], Vec::new()));
+        h.state_received(7, &b);
+        assert!(h.state_pending.is_none());
     }
 }

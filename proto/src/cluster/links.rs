@@ -232,7 +232,7 @@ impl Core {
         // Any epoch a peer names, current or not, bounds the next one from
         // below (a conductor must draw past every epoch fences came from).
         if let Some(epoch) = msg.get("epoch").and_then(crate::vocab::parse_u64) {
-            self.note_epoch_seen(now, epoch);
+            self.cluster.epoch.note_seen(epoch);
             // Every `epoch=` a peer sends is the one it is in: one later
             // than the locks were carried from says it left that epoch.
             self.cluster.home.carried.left(addr, epoch, now.mono);
@@ -442,9 +442,10 @@ impl Core {
         let acting_here = active && c.in_view(self.cluster.epoch.number, self.cluster.epoch.view);
         // Counted from its arrival: never shorter than what is left.
         c.delay_until = (p.delay_us > 0).then(|| now.mono + Duration::from_micros(p.delay_us));
-        self.note_epoch_seen(now, epoch);
+        self.cluster.epoch.note_seen(epoch);
         if acting_here {
-            self.state_received(from);
+            let epoch = self.cluster.epoch.number;
+            self.cluster.handover.state_received(epoch, from);
         }
     }
 
