@@ -78,6 +78,21 @@ impl Peers {
         }
     }
 
+    /// Forgets what was heard of ids silent since before `cutoff` (agents
+    /// restarted since, with a new id), but not of an id with a link, one
+    /// of the `leaders`, or one whose tickets a leader table `holds`: the
+    /// maps stay bounded by the members' restarts.
+    pub fn forget_old(&mut self, cutoff: Time, leaders: &[Id], holds: impl Fn(&Id) -> bool) {
+        let in_use: std::collections::BTreeSet<Id> = (self.links.values())
+            .filter_map(|l| l.id.clone())
+            .chain(leaders.iter().cloned())
+            .collect();
+        self.heard
+            .retain(|id, t| *t >= cutoff || in_use.contains(id) || holds(id));
+        self.contact
+            .retain(|id, k| k.sent >= cutoff || in_use.contains(id));
+    }
+
     /// The bit of member `addr` in a `links=` mask (0 for none).
     pub fn member_bit(&self, addr: SocketAddr) -> u64 {
         (self.members.iter().position(|m| *m == addr))
@@ -499,26 +514,9 @@ impl Core {
     pub(crate) fn forget_old_ids(&mut self, now: Now) {
         let c = &mut self.cluster;
         let keep = c.cfg.stretch(c.cfg.grace) * 4 + c.cfg.peer_timeout;
-        let cutoff = now.mono - keep;
-        let in_use: std::collections::BTreeSet<Id> = c
-            .peers
-            .links
-            .values()
-            .filter_map(|l| l.id.clone())
-            .chain(c.epoch.leaders.iter().cloned())
-            .collect();
-        let held = |id: &Id| {
-            c.leader
-                .table
-                .as_ref()
-                .is_some_and(|l| l.by_home.contains_key(id))
-        };
-        c.peers
-            .heard
-            .retain(|id, t| *t >= cutoff || in_use.contains(id) || held(id));
-        c.peers
-            .contact
-            .retain(|id, k| k.sent >= cutoff || in_use.contains(id));
+        let table = c.leader.table.as_ref();
+        let held = |id: &Id| table.is_some_and(|l| l.by_home.contains_key(id));
+        c.peers.forget_old(now.mono - keep, &c.epoch.leaders, held);
     }
 
     /// Whether this agent is an acting leader: ready in its epoch and
@@ -667,5 +665,24 @@ mod tests {
         // Said after the loss: member 1 lost it too.
         p.peer_links.insert(m[1], (0b001, t0 + ping));
         assert!(!p.presumed_up(m[2], t0 + ping * 2, ping));
+    }
+
+    #[test]
+    fn old_ids_are_forgotten_unless_linked_leading_or_holding() {
+        let m = addrs(3);
+        let mut p = Peers::new(m.clone());
+        let old = Time::ZERO + Duration::from_secs(1);
+        let new = Time::ZERO + Duration::from_secs(100);
+        for id in ["gone", "linked", "leader", "holder", "fresh"] {
+            let t = if id == "fresh" { new } else { old };
+            p.heard.insert(Id::from(id), t);
+        }
+        p.links.insert(PeerId(1), link(m[1], Some("linked"), false));
+        let leaders = [Id::from("leader")];
+        p.forget_old(Time::ZERO + Duration::from_secs(50), &leaders, |id| {
+            &**id == "holder"
+        });
+        let kept: Vec<&str> = p.heard.keys().map(|k| &**k).collect();
+        assert_eq!(kept, ["fresh", "holder", "leader", "linked"]);
     }
 }
