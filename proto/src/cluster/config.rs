@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// How this computer takes part in a cluster (DESIGN §5).
+/// How this computer takes part in a cluster (snaplock.conf(5), docs/cluster.md).
 ///
 /// With no `listen` address, or with `members` naming this computer alone,
 /// the core is a one-computer cluster: its own and only leader.

@@ -305,12 +305,13 @@ impl Core {
             }
             let owner = &self.cluster.epoch.leaders[i];
             let old_owner = &lock.owner;
-            // Not when the old owner was this agent itself: that it never
-            // drops its own home's tickets does not make the lock safe,
-            // since its table in the old epoch need not have had the lock
-            // at all (a state with a lock-delay). Following at once let a
-            // lock outlive a lock-delay that had let it be granted again
-            // (S1, one-computer seed 2232).
+            // The same owner in both epochs: it left the old epoch before
+            // it answered in this one, so it takes nothing back there.
+            // (Not merely because the old owner was this agent itself: its
+            // old table need not have had the lock at all, after a state
+            // with a lock-delay; following at once then let a lock outlive
+            // a lock-delay that let it be granted again: S1, one-computer
+            // seed 2232.)
             if old_owner.as_ref() == Some(owner) {
                 return false;
             }

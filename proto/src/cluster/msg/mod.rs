@@ -4,8 +4,9 @@
 //! A peer message that lacks a field or carries a bad one is dropped with a
 //! log line ([`BadField`] names the field): a peer is another snaplockd, so this
 //! is a bug or an attack, and neither may take the agent down. Numbers are
-//! plain decimal ([`parse_u64`]). Parameters unknown to a command are
-//! ignored, so a later version may add some.
+//! plain decimal ([`parse_u64`]); a bad value of an optional parameter
+//! drops the message too. Parameters unknown to a command are ignored, so
+//! a later version may add new ones (not change the form of old ones).
 //!
 //! | command | role | what it says |
 //! |---|---|---|
