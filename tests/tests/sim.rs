@@ -20,6 +20,11 @@ use snaplock_tests::sim::checker::{Checker, LockSent, Locked, Mode, ReqId};
 use snaplock_tests::sim::wire::Wire;
 use snaplock_tests::sim::{self, Options, Plant, Report, SEC};
 
+#[path = "sim/seeds.rs"]
+mod seeds;
+
+use seeds::{FIXED, R1_FIXED, R1_OPEN};
+
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;
     Some(
@@ -187,13 +192,6 @@ fn faults_of_one_computer_take_no_lock_from_the_others() {
     assert_eq!(ran, count, "the sweep ran out of time");
 }
 
-/// One-computer runs that still break R1, each with what it shows; a
-/// sweep fails on any other.
-const R1_OPEN: [(u64, &str); 2] = [
-    (5256, "R1: not traced yet (the conductor is the victim)"),
-    (5952, "R1: not traced yet (the conductor is the victim)"),
-];
-
 #[test]
 #[ignore = "known R1 failures: see R1_OPEN"]
 fn r1_seeds_still_open() {
@@ -208,66 +206,6 @@ fn r1_seeds_still_open() {
     }
     assert!(fixed.is_empty(), "no longer R1 failures: {fixed:?}");
 }
-
-/// One-computer runs that once broke R1 (or, fixing it, another
-/// property), each with what it found; they must stay clean.
-const R1_FIXED: [(u64, &str); 16] = [
-    (
-        2904,
-        "R1: a carried lock waited for its old owner's own move to a later epoch although the others had left before (quorum_left_by took the owner's time, not the earlier of the two)",
-    ),
-    (1317, "R1: passes since the same fix (not traced)"),
-    (1572, "R1: passes since the same fix (not traced)"),
-    (
-        62,
-        "R1: a leader that came back was cut off again at once; the locks it owned waited for it past their grace (the model's dial to a paused computer; the state sent again)",
-    ),
-    (
-        1244,
-        "R1: a state cut short by a link that broke while it was sent was never sent again; its leader never acted, and the locks it owned lapsed",
-    ),
-    (1285, "R1: the same, on a link broken twice in 4 s"),
-    (
-        1401,
-        "R1: every pong called an election while a lost member stayed away",
-    ),
-    (
-        2958,
-        "R1: a dial to a paused conductor waited up to 2 s of backoff after it resumed (the shell's connection completes as it resumes), so the election after its crash came 0.1 s too late for its carried locks",
-    ),
-    (
-        1530,
-        "R1: a lock carried through two epochs, owned in the first by its own agent and in the second by the conductor, which paused before it answered, was held to its agent's move out of the second (4.3 s after the vouch); passes since the settle window runs from the old owner's own answer (the rule first tried for it, following the new owner at once when the old owner is the agent itself, broke S1: seed 2232)",
-    ),
-    (
-        2232,
-        "S1: a carried lock whose old owner was its own agent followed its new owner at once (a rule tried for R1 seed 1530): the old epoch's table need not have had the lock, and it outlived the lock-delay that let it be granted again",
-    ),
-    (
-        1926,
-        "R1: the conductor, resuming from a pause, had a redial of up to 2 s scheduled for a link still up; the other side closed it a moment later and its own 25-50 ms redial was held back, so the owner never answered the holder's agent again before it was cut off (the model's redial)",
-    ),
-    (
-        2028,
-        "R1: the member to elect after a paused conductor's silence waited for its next tick, not for the pong saying the last other member had closed its link too; the conductor resumed in between, was counted again, and was cut off one way before it acted and vouched again",
-    ),
-    (
-        2970,
-        "R1: passes since the election at a pong that drops a member, its run no longer reaching the fault; its cause is open: an owner that stayed the same agent across an election had not answered as acting in the new epoch when it paused, so its holder kept the old epoch's vouch, 0.6 s older, and with 100 ms delays the next election came 0.2 s past the settle window",
-    ),
-    (
-        1668,
-        "R1: passes since the election at a pong that drops a member; its cause is open (see 1614)",
-    ),
-    (
-        1614,
-        "R1: passes since both changes above met, its run no longer reaching the fault; its cause is open: the conductor, cut off both ways, elects over the member whose last answer came just before the cut, and the others adopt that epoch when the cut heals",
-    ),
-    (
-        1860,
-        "R1: a lock owned by its own agent, then by another leader for the 1 s of an epoch the victim came back in, was carried on with the majority contact of the first epoch as its time (both leaders of the second answered only some 60 ms before the next move, and no tick had counted them), 1.25 s before its owner's own last answer; the settle window, measured from it, ended 0.96 s before the old owner was known to have left (it now runs from the owner's own answer, kept apart in `CarriedLock`)",
-    ),
-];
 
 #[test]
 fn one_computer_seeds_once_broken_stay_fixed() {
@@ -292,104 +230,6 @@ fn long_sweep() {
     println!("{ran} seeds run, failed: {seeds:?}");
     assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
 }
-
-/// Seeds that once broke a property, each with what it found; they must
-/// stay clean.
-const FIXED: [(u64, &str); 42] = [
-    (
-        94,
-        "S2: an object's last fence forgotten with its last ticket",
-    ),
-    (178, "S6: a ticket from the handover answered as granted"),
-    (141, "L2: a leader that lost its handover state never acted"),
-    (
-        55,
-        "S6: two conductors chose one epoch in the same millisecond",
-    ),
-    (
-        142,
-        "S1: an owner cut off from a home dropped its held lock",
-    ),
-    (44, "L4: a home whose report was lost never reported again"),
-    (
-        595,
-        "S1: a running lock-delay cut short by a complete handover",
-    ),
-    (260, "S1: a follower dropped a live vote of a silent home"),
-    (288, "S6: a restarted conductor reused an epoch"),
-    (7, "S1: found by the first sweep"),
-    (
-        956,
-        "S6: a restarted conductor reused an epoch number another side still used",
-    ),
-    (
-        762,
-        "L2: an owner missed the news that a late report was counted",
-    ),
-    (
-        284,
-        "L2: the conductor was itself a leader that never became ready",
-    ),
-    (
-        555,
-        "S6 observer: a vote queued before readiness, cast after its drop",
-    ),
-    (
-        164,
-        "S6 observer: a restarted conductor's second list for one epoch",
-    ),
-    (
-        8739,
-        "S1: a home moved to a new epoch kept a lock its old owner dropped",
-    ),
-    (
-        2051294,
-        "S6 (the wire observer): an ADDTICKET of an older epoch, which agents ignore, undid a drop",
-    ),
-    (
-        4008530,
-        "S1: a state judged complete by a quorum whose only member of a later granting epoch had restarted",
-    ),
-    (
-        4018104,
-        "S1: the same, with synchronized clocks (fails at 2a44dd4 without the rule)",
-    ),
-    (
-        6082602,
-        "L4: a home in contact only between two ticks never saw the edge and kept a lock out of contact",
-    ),
-    (6052436, "L4: the same, 5 agents"),
-    (
-        6066984,
-        "S6 observer: the simulator replayed a crashed process's messages as its successor's",
-    ),
-    (
-        7100079,
-        "L2: the collector lost the news of a late report while its own state waited to be installed",
-    ),
-    (7107050, "L2: the same, 5 agents"),
-    (
-        31006077,
-        "S2 (unsynchronized clocks): a quorum of restarted agents and agents that never heard of the latest epoch drew fences below it; fixed by the record on disk",
-    ),
-    (31006261, "S2: the same, 3 agents"),
-    (1161, "S2: the same"),
-    (4382, "S2: the same"),
-    (4386, "S2: the same"),
-    (5080, "S2: the same"),
-    (8067, "S2: the same"),
-    (8121, "S2: the same"),
-    (15052, "S2: the same"),
-    (19029, "S2: the same"),
-    (7309117, "S2: the same"),
-    (7315568, "S2: the same"),
-    (7317455, "S2: the same"),
-    (7317739, "S2: the same"),
-    (7403240, "S2: the same"),
-    (7403522, "S2: the same"),
-    (7404260, "S2: the same"),
-    (7406724, "S2: the same"),
-];
 
 #[test]
 fn seeds_that_once_failed_stay_clean() {
