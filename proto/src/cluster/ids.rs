@@ -72,7 +72,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     h.0
 }
 
-/// FNV-1a as a [`Hasher`](std::hash::Hasher) for the core's large hash
+/// FNV-1a as a [`std::hash::Hasher`] for the core's large hash
 /// tables (a handover's million tickets): fixed, since the core draws
 /// nothing from the system, and quick on short keys. `finish` mixes the
 /// bits (MurmurHash3's finalizer), so that the table's low bits depend on

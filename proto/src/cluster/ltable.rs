@@ -9,7 +9,7 @@ use super::Id;
 use super::msg::PeerMsg;
 use super::votes::Ballot;
 use crate::time::Time;
-use crate::vocab::{Kind, ObjectName};
+use crate::vocab::{Kind, Mode, ObjectName};
 
 /// Where a ticket is, on a leader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub(crate) struct LeaderTicket {
 
 impl LeaderTicket {
     /// A follower's vote for it stands (or it came with the epoch's state).
-    pub(super) fn blocks(&self) -> bool {
+    pub(crate) fn blocks(&self) -> bool {
         matches!(
             self.state,
             LeaderState::Held { .. } | LeaderState::Inherited { .. }
@@ -75,7 +75,33 @@ pub(crate) struct LeaderObject {
 }
 
 impl LeaderObject {
-    pub(super) fn find(&self, home: &str, req: u64) -> Option<usize> {
+    /// Whether a follower may vote for ticket `pos` next to the ones it voted
+    /// for already: never two conflicting grants of one object at once.
+    pub(crate) fn may_also_hold(&self, pos: usize) -> bool {
+        let t = &self.tickets[pos];
+        let held: Vec<&LeaderTicket> = self
+            .tickets
+            .iter()
+            .enumerate()
+            .filter(|(i, x)| *i != pos && x.blocks())
+            .map(|(_, x)| x)
+            .collect();
+        if held.is_empty() {
+            return true;
+        }
+        if t.kind.mode == Mode::Exclusive || held.iter().any(|x| x.kind.mode == Mode::Exclusive) {
+            return false;
+        }
+        let limit = held
+            .iter()
+            .chain(std::iter::once(&t))
+            .filter_map(|x| x.kind.limit)
+            .min()
+            .map_or(u64::MAX, u64::from);
+        (held.len() as u64) < limit
+    }
+
+    pub(crate) fn find(&self, home: &str, req: u64) -> Option<usize> {
         self.tickets
             .iter()
             .position(|t| t.req == req && *t.home == *home)
@@ -241,7 +267,7 @@ impl LeaderTable {
     }
 
     /// Ticket `req` of `home` on object `name`.
-    pub(super) fn ticket_mut(
+    pub(crate) fn ticket_mut(
         &mut self,
         name: &[u8],
         home: &str,
@@ -348,5 +374,53 @@ mod tests {
         assert_eq!(l.remove(b"one", "h", 2).map(|t| t.req), Some(2));
         assert_eq!(l.tickets, 2);
         assert_eq!(l.by_home["h"].len(), 2);
+    }
+
+    /// A follower votes for no grant that conflicts with one it voted for:
+    /// exclusive beside anything, or shared past the smallest limit.
+    #[test]
+    fn a_follower_votes_for_no_conflicting_grant() {
+        let shared = |req, limit| {
+            let mut t = ticket("h", req, req);
+            t.kind.mode = Mode::Shared;
+            t.kind.limit = limit;
+            t.state = LeaderState::Waiting;
+            t
+        };
+        let held = |mut t: LeaderTicket| {
+            t.state = LeaderState::Held { fence: t.number };
+            t
+        };
+        let object = |tickets| LeaderObject {
+            tickets,
+            last_shared_grant: None,
+            last_fence: 0,
+        };
+        let mut waiting = ticket("h", 2, 2);
+        waiting.state = LeaderState::Waiting;
+        assert!(object(vec![waiting.clone()]).may_also_hold(0), "alone");
+        assert!(
+            !object(vec![ticket("h", 1, 1), waiting.clone()]).may_also_hold(1),
+            "exclusive beside a holder"
+        );
+        assert!(
+            !object(vec![held(shared(1, None)), waiting]).may_also_hold(1),
+            "exclusive beside a shared holder"
+        );
+        let two = vec![
+            held(shared(1, Some(3))),
+            held(shared(2, None)),
+            shared(3, None),
+        ];
+        assert!(object(two.clone()).may_also_hold(2), "third of limit 3");
+        let mut four = two;
+        four.insert(2, held(shared(4, None)));
+        assert!(!object(four.clone()).may_also_hold(3), "fourth of limit 3");
+        // A holder the state inherited blocks like one it voted for.
+        four[2].state = LeaderState::Inherited { fence: 9 };
+        assert!(!object(four).may_also_hold(3), "an inherited holder counts");
+        // The smallest limit of all, the asker's included, decides.
+        let small = vec![held(shared(1, None)), shared(2, Some(1))];
+        assert!(!object(small).may_also_hold(1), "its own limit of 1");
     }
 }

@@ -5,23 +5,19 @@
 //! The shell owns the links (dialing, handshake, framing); this module sees
 //! a link once it is up and speaks the lock protocol over it.
 
-mod batch;
+pub(crate) mod batch;
 pub mod config;
-mod election;
-mod follower;
-mod handover;
-mod home;
+pub(crate) mod election;
+pub(crate) mod handover;
+pub(crate) mod home;
 pub(crate) mod ids;
-mod late;
-mod leader;
-mod links;
-mod ltable;
-mod merge;
+pub(crate) mod links;
+pub(crate) mod ltable;
+pub(crate) mod merge;
 pub(crate) mod msg;
 pub mod persist;
-mod status;
-mod votes;
-mod vouch;
+pub(crate) mod votes;
+pub(crate) mod vouch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,8 +27,6 @@ pub use config::{ClusterConfig, Plant};
 pub use persist::Persisted;
 
 use crate::time::{Now, Time};
-
-use links::Link;
 
 /// An agent's id, `PP|RANDOM|ADDRESS|PID|NAME`.
 pub(crate) type Id = Arc<str>;

@@ -3,7 +3,7 @@
 //!
 //! The core reads no file: the shell hands it what it kept
 //! ([`ClusterConfig::persisted`](super::ClusterConfig)) and writes what
-//! the core asks for ([`Output::Persist`]), in the order of the outputs, so
+//! the core asks for (`Output::Persist`), in the order of the outputs, so
 //! the record is on disk before anything the core said after asking.
 //!
 //! The record is a *reservation*, not a copy of every fence: when the
@@ -11,12 +11,14 @@
 //! fence plus [`FENCE_RESERVATION`] to be written; a restarted agent starts
 //! its fence floor at the fence on disk, which is at least every fence it
 //! ever drew, voted for or was told of.
+//!
+//! This file holds the part and its own logic; what the core does with it
+//! on each message and tick is in `core/cluster/persist.rs`.
 
 use std::fmt;
 use std::time::Duration;
 
 use super::msg::BadField;
-use crate::core::{Core, Output};
 use crate::time::{Now, Time};
 use crate::wire::Message;
 
@@ -33,7 +35,7 @@ pub const FENCE_RESERVATION: u64 = 1 << 16;
 pub const MAX_EPOCH_AHEAD: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Most warnings about epochs too far ahead per [`WARN_EVERY`].
-const WARN_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// An agent's record on disk: the largest epoch it adopted and a fence at
 /// least as large as every fence it knew of.
@@ -123,7 +125,7 @@ pub(crate) fn fence_base(epoch: u64) -> u64 {
 }
 
 /// The epochs and fences of a peer message, checked against the limits.
-fn too_far(now: Now, msg: &Message) -> Option<(&'static str, u64)> {
+pub(crate) fn too_far(now: Now, msg: &Message) -> Option<(&'static str, u64)> {
     let num = |name: &str| msg.get_str(name).and_then(|v| v.parse::<u64>().ok());
     // `wall=` is a wall clock in ms, as epochs are: a conductor follows it.
     let epochs = ["epoch", "max_epoch", "prev_epoch", "ready_epoch", "wall"];
@@ -159,8 +161,8 @@ pub(crate) fn check_fences<'a>(
 /// Rate limit of the warnings about peers too far ahead.
 #[derive(Debug, Default)]
 pub(crate) struct FarWarnings {
-    last: Option<Time>,
-    quiet: u64,
+    pub(crate) last: Option<Time>,
+    pub(crate) quiet: u64,
 }
 
 /// What this agent keeps on record, and the bounds on what peers claim.
@@ -177,63 +179,7 @@ pub(crate) struct Records {
     pub far_warnings: FarWarnings,
 }
 
-impl Core {
-    /// Refuses a peer message that names an epoch or a fence too far
-    /// ahead of this agent's wall clock (logged, at most every 10 s).
-    pub(crate) fn refuse_far(&mut self, now: Now, from: &str, msg: &Message) -> bool {
-        let Some((name, value)) = too_far(now, msg) else {
-            return false;
-        };
-        let w = &mut self.cluster.records.far_warnings;
-        if w.last.is_some_and(|t| now.mono < t + WARN_EVERY) {
-            w.quiet += 1;
-            return true;
-        }
-        let quiet = std::mem::take(&mut w.quiet);
-        w.last = Some(now.mono);
-        log::warn!(
-            "{} from {from} refused: {name}={value} is more than {} ahead of this computer's clock \
-             (a forged message, or clocks far apart){}",
-            msg.command,
-            humantime(MAX_EPOCH_AHEAD),
-            if quiet > 0 {
-                format!("; {quiet} more refused since the last warning")
-            } else {
-                String::new()
-            }
-        );
-        true
-    }
-
-    /// Raises the fence floor to `fence`; past the reservation on disk,
-    /// asks the shell to write a new one before anything said after.
-    pub(crate) fn raise_floor(&mut self, fence: u64) {
-        let c = &mut self.cluster;
-        c.records.fence_floor = c.records.fence_floor.max(fence);
-        self.persist();
-    }
-
-    /// Asks the shell to write the record when the epoch or the fence
-    /// floor passed what is on disk.
-    pub(crate) fn persist(&mut self) {
-        let epoch = self
-            .epoch_to_keep()
-            .max(self.cluster.records.persisted.epoch);
-        let c = &mut self.cluster;
-        let fence = if c.records.fence_floor > c.records.persisted.fence {
-            c.records.fence_floor.saturating_add(FENCE_RESERVATION)
-        } else {
-            c.records.persisted.fence
-        };
-        let next = Persisted { epoch, fence };
-        if next != c.records.persisted {
-            c.records.persisted = next;
-            self.out.push_back(Output::Persist(next));
-        }
-    }
-}
-
-fn humantime(d: Duration) -> String {
+pub(crate) fn humantime(d: Duration) -> String {
     let s = d.as_secs();
     if s % 86_400 == 0 {
         format!("{} days", s / 86_400)
@@ -269,58 +215,6 @@ mod tests {
         ] {
             assert!(Persisted::parse(text).is_err(), "{text:?} was read");
         }
-    }
-
-    #[test]
-    fn a_restarted_computer_alone_grants_above_its_record_and_keeps_it_first() {
-        use crate::core::{Config, Credentials, Input};
-        use crate::time::UnixTime;
-        use crate::vocab::ClientId;
-        let record = Persisted {
-            epoch: 1_800_000_000_000,
-            fence: (1_800_000_000_000 << 20) + 5,
-        };
-        let mut config = Config::default();
-        config.cluster.persisted = record;
-        // Its clock was set back a day.
-        let now = Now {
-            mono: Time::from_micros(1),
-            wall: UnixTime((1_800_000_000_000 - 86_400_000) * 1000),
-        };
-        let mut core = Core::new(config, now);
-        let client = ClientId(1);
-        core.handle_input(
-            now,
-            Input::ClientOpened {
-                client,
-                cred: Credentials::default(),
-            },
-        )
-        .unwrap();
-        let msg = crate::wire::parse(b"LOCK object_name=a;pid=1").unwrap();
-        core.handle_input(now, Input::ClientMessage { client, msg })
-            .unwrap();
-        let outs: Vec<Output> = std::iter::from_fn(|| core.poll_output()).collect();
-        let kept = outs.iter().rposition(|o| matches!(o, Output::Persist(_)));
-        let locked = outs
-            .iter()
-            .position(|o| matches!(o, Output::Reply { msg, .. } if msg.command == "LOCKED"));
-        let (Some(kept), Some(locked)) = (kept, locked) else {
-            panic!("{outs:?}");
-        };
-        assert!(
-            kept < locked,
-            "the record is kept before the grant: {outs:?}"
-        );
-        let Output::Reply { msg, .. } = &outs[locked] else {
-            unreachable!()
-        };
-        let fence: u64 = msg.get_str("fence").unwrap().parse().unwrap();
-        assert!(fence > record.fence, "{fence} > {}", record.fence);
-        let Output::Persist(last) = outs[kept] else {
-            unreachable!()
-        };
-        assert!(last.fence >= fence && last.epoch >= record.epoch, "{last}");
     }
 
     #[test]

@@ -132,7 +132,7 @@ impl Ballot {
 /// first when it is another leader (it has a link, it just sent the
 /// request), then in ring order after the owner. Every leader when too few
 /// are linked. The others are asked only when these do not make the
-/// majority ([`widen`]), so every grant costs one agent less.
+/// majority ([`Ballot::widen`]), so every grant costs one agent less.
 pub(crate) fn first_followers(
     n: usize,
     me: usize,

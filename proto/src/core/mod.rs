@@ -5,6 +5,7 @@
 //! the crate documentation for the run loop that drives it.
 
 mod client;
+mod cluster;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;

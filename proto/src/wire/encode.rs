@@ -1,4 +1,4 @@
-//! [`Message`] to bytes: the exact inverse of [`parse`](super::parse).
+//! [`Message`] to bytes: the exact inverse of [`parse`](super::parse()).
 
 use super::message::Message;
 

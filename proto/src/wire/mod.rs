@@ -1,8 +1,8 @@
 //! The wire format: snapcommunicator's one-message-per-line grammar.
 //!
 //! - [`LineFramer`] cuts a byte stream into lines (bounded, `\r\n` tolerant).
-//! - [`parse`] turns one line into a [`Message`]; it is total and bounded.
-//! - [`encode`] writes a [`Message`] back; `parse(encode(m)) == m`.
+//! - [`parse()`] turns one line into a [`Message`]; it is total and bounded.
+//! - [`encode()`] writes a [`Message`] back; `parse(encode(m)) == m`.
 
 mod encode;
 mod framer;

@@ -2,14 +2,14 @@
 //! replica of the tickets its owner sends and votes for at most one
 //! conflicting grant of an object at once.
 
-use super::Id;
-use super::config::Plant;
-use super::links::To;
-use super::ltable::{LeaderObject, LeaderState, LeaderTicket};
-use super::msg::{BadField, PeerMsg, TicketAt};
+use super::To;
+use crate::cluster::Id;
+use crate::cluster::config::Plant;
+use crate::cluster::ltable::{LeaderState, LeaderTicket};
+use crate::cluster::msg::{BadField, PeerMsg, TicketAt};
 use crate::core::Core;
 use crate::time::Now;
-use crate::vocab::{Kind, Mode, ObjectName};
+use crate::vocab::{Kind, ObjectName};
 
 impl Core {
     /// The owner's new ticket `at`, for this follower's replica.
@@ -85,7 +85,7 @@ impl Core {
         let mut other = None;
         if let Some(o) = l.objects.get_mut(object) {
             if let Some(pos) = o.find(home, req) {
-                let compatible = plant == Plant::DoubleVote || may_also_hold(o, pos);
+                let compatible = plant == Plant::DoubleVote || o.may_also_hold(pos);
                 if acting && !delayed && compatible {
                     o.tickets[pos].state = LeaderState::Held { fence };
                     o.last_fence = o.last_fence.max(fence);
@@ -114,30 +114,4 @@ impl Core {
         self.send(To::Agent(from), vote);
         Ok(())
     }
-}
-
-/// Whether a follower may vote for ticket `pos` next to the ones it voted
-/// for already: never two conflicting grants of one object at once.
-fn may_also_hold(o: &LeaderObject, pos: usize) -> bool {
-    let t = &o.tickets[pos];
-    let held: Vec<&LeaderTicket> = o
-        .tickets
-        .iter()
-        .enumerate()
-        .filter(|(i, x)| *i != pos && x.blocks())
-        .map(|(_, x)| x)
-        .collect();
-    if held.is_empty() {
-        return true;
-    }
-    if t.kind.mode == Mode::Exclusive || held.iter().any(|x| x.kind.mode == Mode::Exclusive) {
-        return false;
-    }
-    let limit = held
-        .iter()
-        .chain(std::iter::once(&t))
-        .filter_map(|x| x.kind.limit)
-        .min()
-        .map_or(u64::MAX, u64::from);
-    (held.len() as u64) < limit
 }

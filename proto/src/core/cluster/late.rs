@@ -4,17 +4,16 @@
 //! on the objects it owns; counting it, the owner drops what the state
 //! inherited for that agent and it no longer has.
 
-use std::collections::BTreeSet;
-
-use super::batch::{Batch, BatchOf, ReportedTicket, read_batch};
-use super::config::Plant;
-use super::handover::Report;
-use super::links::To;
-use super::ltable::LeaderState;
-use super::msg::{BadField, Part, PeerMsg};
-use super::{Cluster, Id};
+use super::To;
+use crate::cluster::batch::{Batch, BatchOf, ReportedTicket, read_batch};
+use crate::cluster::config::Plant;
+use crate::cluster::handover::Report;
+use crate::cluster::ltable::LeaderState;
+use crate::cluster::msg::{BadField, Part, PeerMsg};
+use crate::cluster::{Cluster, Id};
 use crate::core::Core;
 use crate::time::Now;
+use std::collections::BTreeSet;
 
 impl Core {
     /// A report after the state was built: passed on to every leader, each

@@ -3,18 +3,17 @@
 //! followers' side is in `follower.rs`, the table both keep in
 //! `ltable.rs`).
 
-use std::collections::BTreeSet;
-
-use super::Id;
-use super::config::Plant;
-use super::links::To;
-use super::ltable::{LeaderState, LeaderTicket};
-use super::msg::{BadField, Lock, PeerMsg, Role, TicketAt};
-use super::votes::{self, Ballot, Tally, Widen};
+use super::To;
+use crate::cluster::Id;
+use crate::cluster::config::Plant;
+use crate::cluster::ltable::{LeaderState, LeaderTicket};
+use crate::cluster::msg::{BadField, Lock, PeerMsg, Role, TicketAt};
+use crate::cluster::votes::{self, Ballot, Tally, Widen};
 use crate::core::Core;
 use crate::local::ticket::{View, who_may_hold};
 use crate::time::Now;
 use crate::vocab::{Mode, ObjectName};
+use std::collections::BTreeSet;
 
 impl Core {
     /// Ticket `(home, req)` of `object`, in this epoch.
@@ -524,7 +523,7 @@ impl Core {
             }
             log::info!(
                 "{} silent for {release_delay:?}: its {} tickets are dropped",
-                super::Cluster::name_of(&home),
+                crate::cluster::Cluster::name_of(&home),
                 owned.len()
             );
             let epoch = self.cluster.epoch.number;

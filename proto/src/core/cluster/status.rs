@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{Cluster, Id};
+use crate::cluster::{Cluster, Id};
 use crate::core::Core;
 use crate::local::replies;
 use crate::time::{Now, Time};
@@ -19,6 +19,21 @@ use crate::vocab::{ObjectName, TicketId};
 
 /// The agent logs what the first election waits for at most this often.
 const WAITING_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The description of an `unavailable` during a lock-delay.
+pub(super) fn lock_delay_reason(left: Duration) -> String {
+    format!(
+        "lock-delay: the new leaders wait {:.1} s more for locks the previous ones may still hold",
+        left.as_secs_f64()
+    )
+}
+
+fn addrs(list: &[SocketAddr]) -> String {
+    list.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 impl Core {
     /// Whether a majority of acting leaders answered within `grace`, as
@@ -231,19 +246,4 @@ impl Core {
             self.reply(owner, replies::lock_failed(name, Some(&t.key), t.tag, &why));
         }
     }
-}
-
-/// The description of an `unavailable` during a lock-delay.
-pub(crate) fn lock_delay_reason(left: Duration) -> String {
-    format!(
-        "lock-delay: the new leaders wait {:.1} s more for locks the previous ones may still hold",
-        left.as_secs_f64()
-    )
-}
-
-fn addrs(list: &[SocketAddr]) -> String {
-    list.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }

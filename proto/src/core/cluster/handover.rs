@@ -1,0 +1,596 @@
+//! The handover as the core runs it: reports, collecting, the state sent
+//! and installed (the part is [`crate::cluster::handover::Handover`]).
+
+use super::To;
+use crate::cluster::batch::{
+    BATCH_TICKETS, Batch, BatchOf, ReportedRef, ReportedTicket, read_batch,
+};
+use crate::cluster::config::Plant;
+use crate::cluster::handover::{REPORT_PAUSE_PER_LINE, Report, StateIn};
+use crate::cluster::ltable::{LeaderState, LeaderTicket};
+use crate::cluster::merge::merge_held;
+use crate::cluster::msg::{BadField, Part, PeerMsg, ReportBegin};
+use crate::cluster::{Cluster, Id};
+use crate::core::Core;
+use crate::local::table::State;
+use crate::time::Now;
+use crate::vocab::TicketId;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+impl Core {
+    /// Sends this agent's report to the current epoch's collector.
+    pub(crate) fn send_report(&mut self, now: Now) {
+        let c = &self.cluster;
+        if c.epoch.number == 0 || c.epoch.leaders.is_empty() {
+            return;
+        }
+        let collector = c.epoch.leaders[0].clone();
+        if collector != c.me && c.peers.link_of(&collector).is_none() {
+            return; // sent when the link is up
+        }
+        let epoch = c.epoch.number;
+        let mut begin = ReportBegin {
+            prev_epoch: c.epoch.prev_number,
+            prev_leaders: c.epoch.prev_leaders.clone(),
+            ready_epoch: c.leader.last_table.as_ref().map_or(0, |(e, _)| *e),
+            floor: c.records.fence_floor,
+            up_us: u64::try_from(now.mono.saturating_since(c.born).as_micros()).unwrap_or(u64::MAX),
+            ..ReportBegin::default()
+        };
+        // A lock-delay still running carries over: the homes it waits for
+        // are no better known to the new epoch.
+        let delay_left = c
+            .leader
+            .last_table
+            .as_ref()
+            .and_then(|(_, t)| t.delay_until)
+            .map_or(Duration::ZERO, |d| d.saturating_since(now.mono));
+        begin.delay_left_us = u64::try_from(delay_left.as_micros()).unwrap_or(u64::MAX);
+        let own = collector == c.me;
+        let mut leader = Vec::new();
+        let mut home = Vec::new();
+        let mut lines = Vec::new();
+        let mut leader_batch = Batch::new(BatchOf::Leader, epoch);
+        if let Some((_, table)) = &c.leader.last_table {
+            // Both maps are in key order: walked together, not searched a
+            // million times.
+            let mut homes = self.table.objects.iter().peekable();
+            for (name, o) in &table.objects {
+                while homes.next_if(|(n, _)| *n < name).is_some() {}
+                let mine = homes.next_if(|(n, _)| *n == name).map(|(_, m)| m);
+                for t in &o.tickets {
+                    if let Some(fence) = t.fence() {
+                        // A lock of this agent's own client that its home
+                        // part below reports held with the same fence: the
+                        // state would be the same without the copy, and an
+                        // agent that is home and leader of a million locks
+                        // would otherwise report each twice.
+                        let held_here = mine.is_some_and(|m| {
+                            t.home == c.me
+                                && m.position(TicketId(t.req)).is_some_and(|i| {
+                                    matches!(m.tickets[i].state,
+                                        State::Held { fence: f, .. } | State::Expired { fence: f, .. }
+                                        if f == fence)
+                                })
+                        });
+                        if held_here {
+                            continue;
+                        }
+                        if own {
+                            leader.push(ReportedTicket {
+                                object: name.clone(),
+                                home: t.home.clone(),
+                                req: t.req,
+                                key: t.key.clone(),
+                                fence,
+                                kind: t.kind,
+                            });
+                        } else {
+                            let r = ReportedRef {
+                                object: name,
+                                home: &t.home,
+                                req: t.req,
+                                key: &t.key,
+                                fence,
+                                kind: t.kind,
+                            };
+                            lines.extend(leader_batch.push_ref(r, None));
+                        }
+                    }
+                }
+            }
+        }
+        lines.extend(leader_batch.take());
+        let mut home_batch = Batch::new(BatchOf::Home, epoch);
+        // On the wire an empty home stands for the sender.
+        let me = if own { c.me.clone() } else { Id::from("") };
+        for (name, o) in &self.table.objects {
+            for t in &o.tickets {
+                let (fence, held) = match t.state {
+                    State::Waiting { .. } => (0, false),
+                    State::Held { fence, .. } | State::Expired { fence, .. } => (fence, true),
+                };
+                if own {
+                    let r = ReportedTicket {
+                        object: name.clone(),
+                        home: me.clone(),
+                        req: t.id.0,
+                        key: t.key.clone(),
+                        fence,
+                        kind: t.kind,
+                    };
+                    home.push((r, held));
+                } else {
+                    let r = ReportedRef {
+                        object: name,
+                        home: &me,
+                        req: t.id.0,
+                        key: &t.key,
+                        fence,
+                        kind: t.kind,
+                    };
+                    lines.extend(home_batch.push_ref(r, Some(held)));
+                }
+            }
+        }
+        lines.extend(home_batch.take());
+        // About as many lines as on the wire, for the pause below.
+        let mut count = lines.len() + 2;
+        if own {
+            let serial = self.cluster.handover.own_serial + 1;
+            self.cluster.handover.own_serial = serial;
+            begin.own = Some(serial);
+            count += leader.len().div_ceil(BATCH_TICKETS) + home.len().div_ceil(BATCH_TICKETS);
+            self.cluster.handover.own_report = Some((serial, (leader, home)));
+        }
+        let begin = PeerMsg::Tickets {
+            epoch,
+            part: Part::ReportBegin(begin),
+        };
+        lines.insert(0, begin);
+        let end = PeerMsg::Tickets {
+            epoch,
+            part: Part::ReportEnd {
+                count: lines.len() as u64 + 1,
+            },
+        };
+        lines.push(end);
+        self.cluster.handover.report_sent = Some((epoch, now.mono));
+        self.cluster.handover.report_pause =
+            REPORT_PAUSE_PER_LINE * u32::try_from(count).unwrap_or(u32::MAX);
+        for m in lines {
+            self.send(To::Agent(&collector), m);
+        }
+    }
+
+    /// `LOCKTICKETS`: a report (to the collector) or a state (from it).
+    pub(crate) fn on_tickets(
+        &mut self,
+        now: Now,
+        from: &Id,
+        epoch: u64,
+        part: Part,
+    ) -> Result<(), BadField> {
+        if epoch != self.cluster.epoch.number {
+            return Ok(());
+        }
+        if part.is_report() {
+            self.on_report_part(now, from, part)
+        } else {
+            self.on_state_part(now, from, part)
+        }
+    }
+
+    fn on_report_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), BadField> {
+        let max_tickets = self.config.max_tickets as u64 * 2;
+        let max_lines = max_tickets + 16;
+        let Some(collect) = self.cluster.handover.collect.as_mut() else {
+            return Ok(()); // not the collector
+        };
+        if let Part::ReportBegin(b) = part {
+            let r = Report {
+                prev_epoch: b.prev_epoch,
+                prev_leaders: b.prev_leaders,
+                ready_epoch: b.ready_epoch,
+                floor: b.floor,
+                delay_left: b.delay_left_us,
+                up: b.up_us,
+                own: b.own,
+                lines: 1,
+                ..Report::default()
+            };
+            collect.partial.insert(from.clone(), r);
+            return Ok(());
+        }
+        let Some(r) = collect.partial.get_mut(from) else {
+            return Err(BadField("part (no begin)"));
+        };
+        r.lines += 1;
+        if r.lines > max_lines {
+            collect.partial.remove(from);
+            return Err(BadField("part (too many)"));
+        }
+        match part {
+            Part::Report { as_leader, tickets } => {
+                let tickets = read_batch(&tickets, Some(from))?;
+                crate::cluster::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
+                if (r.leader.len() + r.home.len() + tickets.len()) as u64 > max_tickets {
+                    collect.partial.remove(from);
+                    return Err(BadField("part (too many tickets)"));
+                }
+                for (t, held) in tickets {
+                    if as_leader {
+                        r.leader.push(t);
+                    } else {
+                        r.home.push((t, held == Some(true)));
+                    }
+                }
+            }
+            Part::ReportEnd { count } => {
+                let mut r = collect.partial.remove(from).expect("present");
+                if count != r.lines {
+                    return Err(BadField("count"));
+                }
+                if *from == self.cluster.me {
+                    // Its own report: the tickets did not go through the
+                    // wire. One that is not the latest is not counted (it
+                    // is sent again).
+                    match self.cluster.handover.own_report.take() {
+                        Some((serial, (leader, home))) if r.own == Some(serial) => {
+                            r.leader = leader;
+                            r.home = home;
+                        }
+                        other => {
+                            self.cluster.handover.own_report = other;
+                            return Ok(());
+                        }
+                    }
+                }
+                if collect.done {
+                    self.late_report(from, &r);
+                } else {
+                    collect.reports.insert(from.clone(), r);
+                    self.check_collect(now);
+                }
+            }
+            _ => {} // not a report's
+        }
+        Ok(())
+    }
+
+    /// Builds the epoch's state once a quorum reported and it is complete,
+    /// or after `peer_timeout` with the lock-delay.
+    pub(crate) fn check_collect(&mut self, now: Now) {
+        let c = &self.cluster;
+        let Some(collect) = c.handover.collect.as_ref() else {
+            return;
+        };
+        if collect.done {
+            return;
+        }
+        let names: BTreeSet<&str> = collect
+            .reports
+            .keys()
+            .map(|id| Cluster::name_of(id))
+            .collect();
+        if names.len() < c.peers.quorum {
+            return;
+        }
+        let everyone = names.len() >= c.peers.members.len();
+        let e_max = collect
+            .reports
+            .values()
+            .map(|r| r.prev_epoch)
+            .max()
+            .unwrap_or(0);
+        let majority_of_previous = e_max > 0 && {
+            let prev: Vec<Id> = collect
+                .reports
+                .values()
+                .find(|r| r.prev_epoch == e_max)
+                .map(|r| r.prev_leaders.clone())
+                .unwrap_or_default();
+            let reported: Vec<&Report> =
+                prev.iter().filter_map(|l| collect.reports.get(l)).collect();
+            !prev.is_empty()
+                && reported.len() > prev.len() / 2
+                && reported.iter().any(|r| r.ready_epoch == e_max)
+        };
+        // E_max stands for every epoch that may still have a lock held
+        // only if a quorum of the reporters remembers: an epoch that
+        // granted one had a quorum answering within the last lock-delay,
+        // which shares an agent with any quorum of reporters; if that
+        // agent restarted since, its report knows nothing of that epoch
+        // (and nobody else may). Agents up for less than the lock-delay
+        // do not count for this quorum.
+        let young = u64::try_from(c.cfg.lock_delay().as_micros()).unwrap_or(u64::MAX);
+        let remembering: BTreeSet<&str> = collect
+            .reports
+            .iter()
+            .filter(|(_, r)| r.up >= young)
+            .map(|(id, _)| Cluster::name_of(id))
+            .collect();
+        let majority_of_previous = majority_of_previous && remembering.len() >= c.peers.quorum;
+        let complete = everyone || majority_of_previous;
+        // Waiting for more reports helps only while some may still come:
+        // once every member linked to the collector reported, the state is
+        // built at once (a failover soon after the cluster started, whose
+        // state cannot be complete, would otherwise spend a `peer_timeout`
+        // of its holders' grace here).
+        let linked_reported = (c.peers.links.values())
+            .filter(|l| !l.closing && l.id.is_some())
+            .all(|l| names.contains(l.name.as_str()));
+        if !complete && !linked_reported && now.mono < collect.started + c.cfg.peer_timeout {
+            return;
+        }
+        let collect = self.cluster.handover.collect.as_mut().expect("collecting");
+        collect.done = true;
+        let reports = std::mem::take(&mut collect.reports);
+        let (held, mut floor) = merge_held(&reports, e_max);
+        for (_, fence) in &held {
+            floor = floor.max(*fence);
+        }
+        let epoch = self.cluster.epoch.number;
+        let base = crate::cluster::persist::fence_base(epoch).max(floor + 1);
+        let carried = reports
+            .values()
+            .filter(|r| r.ready_epoch == e_max)
+            .map(|r| Duration::from_micros(r.delay_left))
+            .max()
+            .unwrap_or(Duration::ZERO)
+            .min(self.cluster.cfg.lock_delay());
+        let delay = if self.cluster.cfg.plant == Plant::SkipLockDelay {
+            Duration::ZERO
+        } else if complete {
+            carried
+        } else {
+            self.cluster.cfg.lock_delay()
+        };
+        log::info!(
+            "epoch {epoch}: state from {} reports, {} held locks, {}",
+            reports.len(),
+            held.len(),
+            if delay.is_zero() {
+                "complete".to_owned()
+            } else {
+                format!("incomplete: lock-delay {delay:?}")
+            }
+        );
+        let mut msgs = Vec::with_capacity(held.len() + reports.len() + 2);
+        msgs.push(PeerMsg::Tickets {
+            epoch,
+            part: Part::StateBegin { base, delay },
+        });
+        let mut batch = Batch::new(BatchOf::State, epoch);
+        for &(t, fence) in &held {
+            if fence == t.fence {
+                msgs.extend(batch.push(t, None));
+            } else {
+                let t = ReportedTicket { fence, ..t.clone() };
+                msgs.extend(batch.push(&t, None));
+            }
+        }
+        msgs.extend(batch.take());
+        for id in reports.keys() {
+            msgs.push(PeerMsg::Tickets {
+                epoch,
+                part: Part::Reporter { id: id.clone() },
+            });
+        }
+        let count = msgs.len() as u64 + 1;
+        msgs.push(PeerMsg::Tickets {
+            epoch,
+            part: Part::StateEnd { count },
+        });
+        // Its own copy does not go through the wire: the tickets as they
+        // are, installed once the others' copies went out.
+        let me = self.cluster.me.clone();
+        if self.cluster.epoch.leaders.contains(&me) {
+            let state = StateIn {
+                base,
+                delay,
+                tickets: (held.iter())
+                    .map(|&(t, fence)| ReportedTicket { fence, ..t.clone() })
+                    .collect(),
+                reporters: reports.keys().cloned().collect(),
+            };
+            self.cluster.handover.own_state = Some((now.mono, state));
+        }
+        let others: Vec<Id> = (self.cluster.epoch.leaders.iter())
+            .filter(|l| **l != me)
+            .cloned()
+            .collect();
+        // A leader whose link is down now would never get the state, and
+        // never act: the state waits for its link to come back up. One
+        // whose link breaks while the state is on its way gets a part of
+        // it only: until a leader answers as acting in this epoch, the
+        // state is sent again whenever its link comes back.
+        let unlinked: Vec<&Id> = (others.iter())
+            .filter(|l| self.cluster.peers.link_of(l).is_none())
+            .collect();
+        if !unlinked.is_empty() {
+            log::info!(
+                "epoch {epoch}: the state waits for the links to {}",
+                (unlinked.iter().map(|l| Cluster::name_of(l)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let linked: Vec<Id> = (others.iter())
+            .filter(|l| self.cluster.peers.link_of(l).is_some())
+            .cloned()
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        for l in &linked {
+            for m in &msgs {
+                self.send(To::Agent(l), m.clone());
+            }
+        }
+        self.cluster.handover.state_pending = Some((epoch, others, msgs));
+    }
+
+    /// A link to `id` came up: if it is a leader of this epoch that has not
+    /// answered as acting yet, it gets the state (again: a state cut short
+    /// by a broken link is started over, and an installed one is ignored).
+    pub(crate) fn send_pending_state(&mut self, id: &Id) {
+        let epoch = self.cluster.epoch.number;
+        let Some((e, waiting, msgs)) = self.cluster.handover.state_pending.as_ref() else {
+            return;
+        };
+        if *e != epoch {
+            self.cluster.handover.state_pending = None;
+            return;
+        }
+        if !waiting.contains(id) {
+            return;
+        }
+        let msgs = msgs.clone();
+        for m in msgs {
+            self.send(To::Agent(id), m);
+        }
+    }
+
+    fn on_state_part(&mut self, now: Now, from: &Id, part: Part) -> Result<(), BadField> {
+        if self.cluster.epoch.leaders.first() != Some(from) {
+            return Err(BadField("part (not from the collector)"));
+        }
+        if matches!(
+            part,
+            Part::LateBegin { .. } | Part::Late(_) | Part::LateEnd { .. }
+        ) {
+            return self.on_late_part(now, part);
+        }
+        let Some(l) = self.cluster.leader.table.as_mut() else {
+            return Ok(());
+        };
+        if l.ready {
+            return Ok(());
+        }
+        if let Part::StateBegin { base, delay } = part {
+            l.state_in = Some(StateIn {
+                base,
+                delay,
+                ..Default::default()
+            });
+            l.state_lines = 1;
+            return Ok(());
+        }
+        let Some(s) = l.state_in.as_mut() else {
+            return Err(BadField("part (no state-begin)"));
+        };
+        l.state_lines += 1;
+        match part {
+            Part::State(tickets) => {
+                let tickets = read_batch(&tickets, None)?;
+                crate::cluster::persist::check_fences(now, tickets.iter().map(|(t, _)| &t.fence))?;
+                if s.tickets.len() + tickets.len() > self.config.max_tickets * 2 {
+                    l.state_in = None;
+                    return Err(BadField("part (too many tickets)"));
+                }
+                s.tickets.extend(tickets.into_iter().map(|(t, _)| t));
+            }
+            Part::Reporter { id } => {
+                s.reporters.insert(id);
+            }
+            Part::StateEnd { count } => {
+                if count != l.state_lines {
+                    l.state_in = None;
+                    return Err(BadField("count"));
+                }
+                let s = l.state_in.take().expect("present");
+                self.install(now, s);
+            }
+            _ => return Err(BadField("part")),
+        }
+        Ok(())
+    }
+
+    /// The collector installs its own copy of the state, at a time later
+    /// than it built it.
+    pub(crate) fn install_own_state(&mut self, now: Now) {
+        let due = self.cluster.handover.own_state.as_ref();
+        if due.is_none_or(|(at, _)| now.mono <= *at) {
+            return;
+        }
+        let (_, s) = self.cluster.handover.own_state.take().expect("present");
+        let Some(l) = self.cluster.leader.table.as_mut() else {
+            return;
+        };
+        if !l.ready {
+            l.state_in = None;
+            self.install(now, s);
+        }
+    }
+
+    /// Starts acting as a leader of the epoch from its state.
+    fn install(&mut self, now: Now, s: StateIn) {
+        // Every leader installs this state: each has every ticket.
+        let all = (1u8 << self.cluster.epoch.leaders.len()) - 1;
+        let l = self.cluster.leader.table.as_mut().expect("leader");
+        let tickets = s.tickets;
+        // Numbered in fence order (ties in the state's order), inserted in
+        // the state's order (by object: the tables fill in order, which a
+        // million tickets in fence order would not).
+        let mut by_fence: Vec<usize> = (0..tickets.len()).collect();
+        by_fence.sort_by_key(|&i| tickets[i].fence);
+        let mut number = vec![0u64; tickets.len()];
+        for (rank, &i) in by_fence.iter().enumerate() {
+            number[i] = rank as u64 + 1;
+        }
+        drop(by_fence);
+        let mut homes: BTreeSet<Id> = BTreeSet::new();
+        let mut rows = Vec::with_capacity(tickets.len());
+        for (t, number) in tickets.into_iter().zip(number) {
+            if !homes.contains(&t.home) {
+                homes.insert(t.home.clone());
+            }
+            rows.push((
+                t.object,
+                LeaderTicket {
+                    home: t.home,
+                    req: t.req,
+                    key: t.key,
+                    number,
+                    kind: t.kind,
+                    state: LeaderState::Inherited { fence: t.fence },
+                    has_ticket: all,
+                },
+            ));
+        }
+        l.insert_all(rows);
+        for home in homes {
+            let at = self
+                .cluster
+                .peers
+                .heard
+                .get(&home)
+                .map_or(now.mono, |h| (*h).max(now.mono));
+            self.cluster.peers.heard.insert(home, at);
+        }
+        l.base = s.base;
+        l.delay_until = (!s.delay.is_zero()).then(|| now.mono + s.delay);
+        l.self_in_state = s.reporters.contains(&self.cluster.me);
+        l.reporters = s.reporters;
+        l.ready = true;
+        log::info!(
+            "epoch {}: leading with {} held locks",
+            self.cluster.epoch.number,
+            l.tickets
+        );
+        let late = std::mem::take(&mut l.late_early);
+        for (home, tickets) in late {
+            self.weigh_late(now, &home, tickets);
+        }
+        self.raise_floor(s.base.saturating_sub(1));
+        let early = std::mem::take(&mut self.cluster.leader.early);
+        for (from, m) in early {
+            let cmd = m.command();
+            if let Err(BadField(what)) = self.on_lock_message(now, &from, m) {
+                log::warn!("{cmd} dropped: bad or missing {what}");
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! What the core does with the cluster's parts on each input: the handlers
+//! of peer messages and ticks. The parts themselves, each owning its data,
+//! are in [`crate::cluster`], which never sees the core.
+
+mod election;
+mod follower;
+mod handover;
+mod home;
+mod late;
+mod leader;
+mod links;
+mod persist;
+mod status;
+mod vouch;
+
+pub(crate) use links::To;

@@ -1,0 +1,448 @@
+//! Vouching as the core runs it: until when each owner vouches for this
+//! agent's locks, and revoking those it stopped vouching for.
+
+use crate::cluster::Id;
+use crate::cluster::vouch::{Carried, CarriedLock};
+use crate::core::Core;
+use crate::local::replies;
+use crate::time::{Now, Time};
+use crate::vocab::{ObjectName, TicketId};
+use std::net::SocketAddr;
+
+impl Core {
+    /// Whether a client of this agent holds `object`.
+    fn holds(&self, object: &[u8]) -> bool {
+        self.table
+            .objects
+            .get(object)
+            .is_some_and(|o| o.tickets.iter().any(|t| t.state.is_held()))
+    }
+
+    /// The send time of the latest ping `owner`, a leader of this view,
+    /// answered as an acting leader (for this agent itself: now, while it
+    /// acts as a ready leader).
+    fn answered_by(&self, owner: &Id, now: Time) -> Option<Time> {
+        let c = &self.cluster;
+        if *owner == c.me {
+            let ready = c.leader.table.as_ref().is_some_and(|l| l.ready);
+            return (ready && self.acting(now)).then_some(now);
+        }
+        c.peers
+            .contact
+            .get(owner)
+            .filter(|k| k.in_view(c.epoch.number, c.epoch.view))
+            .and_then(|k| k.active_sent)
+    }
+
+    /// The time from which this agent's locks on `object` are vouched for,
+    /// never later than what a majority of the leaders vouches for
+    /// (`last_ok`). An owner drops the tickets of a home it has not heard
+    /// from for `release_delay`, so the home relies on them only `grace`
+    /// after the owner last answered it: a majority answering is not enough
+    /// when the owner is not in it. A lock this agent held when it moved to
+    /// this epoch keeps what its former owner vouched for until the new
+    /// owner answers soon enough ([`Core::carry_over`]).
+    pub(crate) fn object_vouched_from(&self, object: &[u8]) -> Option<Time> {
+        let c = &self.cluster;
+        let majority = c.home.last_ok?;
+        if let Some(l) = c.home.carried.locks.get(object) {
+            return Some(majority.min(l.at));
+        }
+        let Some(i) = c.owner_index(object) else {
+            return Some(majority);
+        };
+        let owner = &c.epoch.leaders[i];
+        if *owner == c.me {
+            return Some(majority); // it never drops its own home's tickets
+        }
+        self.answered_by(owner, self.last_now)
+            .map(|a| majority.min(a))
+    }
+
+    /// Until when this agent vouches for the locks on `objects` (for all of
+    /// its locks when empty): `valid_for` in `ABSOLUTELY`.
+    pub(crate) fn vouched_until<'a>(
+        &self,
+        objects: impl Iterator<Item = &'a ObjectName>,
+    ) -> Option<Time> {
+        let grace = self.cluster.cfg.grace;
+        let mut until = self.cluster.home.last_ok? + grace;
+        for name in objects {
+            if self.holds(name) {
+                until = until.min(self.object_vouched_from(name)? + grace);
+            }
+        }
+        Some(until)
+    }
+
+    /// On moving to a new epoch: each held lock keeps what its owner in the
+    /// old epoch vouched for. That owner may still act in the old epoch
+    /// (for `stretch(peer_timeout)` after so many members moved on that it
+    /// cannot gather a quorum there) and drop this agent's tickets there
+    /// once it has not heard it for `release_delay`. A lock still carried
+    /// from an earlier epoch keeps its earlier owner and time: that owner
+    /// is the one that may still act. Its own last answer is kept apart
+    /// from the majority contact: the settle window counts from the former
+    /// (`settle_carried`), while the lock ends `grace` after the earlier.
+    pub(crate) fn carry_over(&mut self, now: Now) {
+        // In key order, so the map is built in one pass.
+        let mut carried = Vec::new();
+        let before = std::mem::take(&mut self.cluster.home.carried.locks);
+        for (name, o) in &self.table.objects {
+            if !o.tickets.iter().any(|t| t.state.is_held()) {
+                continue;
+            }
+            if let Some(entry) = before.get(name) {
+                let at = self
+                    .cluster
+                    .home
+                    .last_ok
+                    .map_or(entry.at, |m| m.min(entry.at));
+                carried.push((
+                    name.clone(),
+                    CarriedLock {
+                        at,
+                        ..entry.clone()
+                    },
+                ));
+                continue;
+            }
+            let Some(at) = self.object_vouched_from(name) else {
+                continue; // nothing vouched: revoked on the next tick
+            };
+            let owner = self
+                .cluster
+                .owner_index(name)
+                .map(|i| self.cluster.epoch.leaders[i].clone());
+            let answered = (owner.as_ref())
+                .filter(|o| **o != self.cluster.me)
+                .and_then(|o| self.answered_by(o, now.mono))
+                .map_or(at, |a| a.max(at));
+            carried.push((
+                name.clone(),
+                CarriedLock {
+                    at,
+                    answered,
+                    owner,
+                },
+            ));
+        }
+        let mut carried = Carried::new(carried.into_iter().collect());
+        carried.from_epoch = self.cluster.epoch.number;
+        if let Some(me) = self.cluster.addr {
+            carried.left(me, u64::MAX, now.mono);
+        }
+        self.cluster.home.carried = carried;
+    }
+
+    /// `object` is granted again to a client of this agent: if it held
+    /// nothing, what was carried for it is gone with what it held.
+    pub(crate) fn regranted(&mut self, object: &[u8]) {
+        if !self.cluster.home.carried.locks.is_empty() && !self.holds(object) {
+            self.cluster.home.carried.locks.remove(object);
+        }
+    }
+
+    /// A carried lock follows its new owner once that owner answered: at
+    /// once when it is the same agent (it left the old epoch before it
+    /// answered in this one); else only once so many members are known to
+    /// have left the old epoch that its old owner stopped acting there
+    /// before it could drop the lock
+    /// (`settle_window`); otherwise the lock ends with what the old owner
+    /// vouched for.
+    fn settle_carried(&mut self, now: Now) {
+        let window = self.settle_window();
+        let plant = self.cluster.cfg.plant;
+        // Until a new owner answers, or enough members are known to have
+        // left, nothing can settle; and only once for each: a million
+        // locks carried over are not walked every tick for nothing.
+        let answers: Vec<Option<Time>> = (self.cluster.epoch.leaders.iter())
+            .map(|l| self.answered_by(l, now.mono))
+            .collect();
+        let fresh = (answers.iter().enumerate().take(8))
+            .filter(|(_, a)| a.is_some())
+            .fold(0u8, |m, (i, _)| m | 1 << i)
+            & !self.cluster.home.carried.weighed;
+        if self.cluster.home.carried.locks.is_empty() {
+            return;
+        }
+        let c = &self.cluster;
+        let (members, quorum) = (c.peers.members.len(), c.peers.quorum);
+        let mut olds: Vec<SocketAddr> = Vec::new();
+        for l in c.home.carried.locks.values() {
+            let addr = (l.owner.as_deref())
+                .and_then(crate::cluster::ids::parse_id)
+                .and_then(|p| p.addr);
+            if let Some(a) = addr {
+                if !olds.contains(&a) {
+                    olds.push(a);
+                }
+            }
+            if olds.len() >= 3 {
+                break; // at most the leaders of one epoch (in practice)
+            }
+        }
+        let newly_left = olds.iter().any(|a| {
+            !c.home.carried.settled_for.contains(a)
+                && c.home.carried.quorum_left_by(*a, members, quorum).is_some()
+        });
+        if fresh == 0 && !newly_left {
+            return;
+        }
+        self.cluster.home.carried.weighed |= fresh;
+        let mut left_by: Vec<(SocketAddr, Option<Time>)> = Vec::with_capacity(olds.len());
+        for a in olds {
+            let c = &mut self.cluster.home.carried;
+            let by = c.quorum_left_by(a, members, quorum);
+            if by.is_some() && !c.settled_for.contains(&a) {
+                c.settled_for.push(a);
+            }
+            left_by.push((a, by));
+        }
+        let mut carried = std::mem::take(&mut self.cluster.home.carried);
+        carried.locks.retain(|name, lock| {
+            let held = self.holds(name);
+            let Some(i) = self.cluster.owner_index(name).filter(|_| held) else {
+                return false;
+            };
+            if answers[i].is_none() {
+                return true;
+            }
+            let owner = &self.cluster.epoch.leaders[i];
+            let old_owner = &lock.owner;
+            // The same owner in both epochs: it left the old epoch before
+            // it answered in this one, so it takes nothing back there.
+            // (Not merely because the old owner was this agent itself: its
+            // old table need not have had the lock at all, after a state
+            // with a lock-delay; following at once then let a lock outlive
+            // a lock-delay that let it be granted again: S1, one-computer
+            // seed 2232.)
+            if old_owner.as_ref() == Some(owner) {
+                return false;
+            }
+            let old_addr = (old_owner.as_deref())
+                .and_then(crate::cluster::ids::parse_id)
+                .and_then(|p| p.addr);
+            let mut by = (left_by.iter())
+                .find(|(a, _)| Some(*a) == old_addr)
+                .and_then(|(_, by)| *by);
+            if plant == crate::cluster::Plant::CarryByAnswer {
+                by = answers[i];
+            }
+            // Kept (to end with the old owner's vouch) unless the old owner
+            // stopped acting before it could drop the lock: the window runs
+            // from its own last answer, not from the majority's.
+            by.is_none_or(|t| t > lock.answered + window)
+        });
+        self.cluster.home.carried = carried;
+    }
+
+    /// How long after the old owner's own last answer to this agent (the
+    /// send time of the ping) enough members must be known to have left its
+    /// epoch for a carried lock to follow its new owner. The old owner
+    /// drops the lock no earlier than `release_delay` after it last heard
+    /// this agent, which is after that ping was sent: by this agent's clock
+    /// at least `grace + ping_interval (1-ρ)/(1+ρ)` after it. It acts at
+    /// most `stretch(peer_timeout)` after the members left.
+    pub(crate) fn settle_window(&self) -> std::time::Duration {
+        let cfg = &self.cluster.cfg;
+        let rho = u128::from(cfg.drift_ppm);
+        let million = 1_000_000u128;
+        let shrunk = cfg.ping_interval.as_micros() * (million - rho) / (million + rho);
+        let shrunk = std::time::Duration::from_micros(u64::try_from(shrunk).unwrap_or(0));
+        (cfg.grace + shrunk).saturating_sub(cfg.stretch(cfg.peer_timeout))
+    }
+
+    /// Takes back the held locks whose owner stopped vouching for them
+    /// (for the owners of this epoch, on the edge: later grants from it are
+    /// not delivered until it does again).
+    pub(crate) fn revoke_where_owner_lapsed(&mut self, now: Now) {
+        self.settle_carried(now);
+        let grace = self.cluster.cfg.grace;
+        let mut lapsed = 0u8;
+        for (i, l) in self.cluster.epoch.leaders.iter().enumerate().take(8) {
+            let answered = self.answered_by(l, now.mono);
+            if *l != self.cluster.me && answered.is_none_or(|t| now.mono >= t + grace) {
+                lapsed |= 1 << i;
+            }
+        }
+        let newly = lapsed & !self.cluster.home.lapsed_owners;
+        self.cluster.home.lapsed_owners = lapsed;
+        let carried_out = self.cluster.home.carried.may_have_lapsed(now.mono, grace);
+        if newly == 0 && !carried_out {
+            return;
+        }
+        let c = &self.cluster;
+        let held: Vec<(ObjectName, TicketId)> = self
+            .table
+            .objects
+            .iter()
+            .filter(|(n, _)| match c.home.carried.locks.get(&***n) {
+                Some(l) => now.mono >= l.at + grace,
+                None => c
+                    .owner_index(n)
+                    .is_some_and(|i| i < 8 && newly & (1 << i) != 0),
+            })
+            .flat_map(|(n, o)| {
+                o.tickets
+                    .iter()
+                    .filter(|t| t.state.is_held())
+                    .map(move |t| (n.clone(), t.id))
+            })
+            .collect();
+        if !held.is_empty() {
+            log::warn!(
+                "no answer from the owner of {} held locks for {grace:?}: revoking them",
+                held.len()
+            );
+        }
+        for (name, id) in held {
+            self.cluster.home.carried.locks.remove(&name);
+            if let Some(t) = self.take_ticket(&name, id) {
+                if let Some(owner) = t.owner {
+                    self.reply(owner, replies::unlocked(&name, t.tag, Some("lost")));
+                }
+            }
+        }
+        if carried_out {
+            // What lapsed is revoked: what is left lapses later.
+            let c = &mut self.cluster.home.carried;
+            c.locks.retain(|_, l| now.mono < l.at + grace);
+            c.earliest = c.locks.values().map(|l| l.at).min();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+
+    fn at(s: u64) -> Time {
+        Time::from_micros(s * 1_000_000)
+    }
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    fn id(port: u16, name: &str) -> Id {
+        crate::cluster::ids::make_id(None, 1, Some(addr(port)), 1, name).into()
+    }
+
+    fn now(us: u64) -> Now {
+        Now {
+            mono: Time::from_micros(us),
+            wall: crate::time::UnixTime(1_700_000_000_000_000 + us),
+        }
+    }
+
+    /// `n2` (this agent), holding `name` through epoch 10 (leaders `n1`,
+    /// `n0`; `n1` owns it and last answered at 101 s, the majority contact
+    /// is still the previous epoch's 100 s) into epoch 11, where `n0` owns
+    /// it and answers at 104.5 s; `n1` is known to have left epoch 10 at
+    /// `n1_left`.
+    fn carried_into_a_third_owner(n1_left: u64) -> (Core, ObjectName) {
+        use crate::core::Config;
+        use crate::local::table::{State, Ticket};
+        use crate::vocab::Kind;
+        let mut config = Config::default();
+        config.cluster.listen = Some(addr(4002));
+        config.cluster.neighbors = vec![addr(4000), addr(4001)];
+        let mut core = Core::new(config, now(1));
+        let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
+        let c = &mut core.cluster;
+        // An object that the first of two leaders owns.
+        let name: ObjectName = (0u32..)
+            .map(|i| ObjectName::from(format!("o{i}").as_bytes()))
+            .find(|n| crate::cluster::ids::fnv1a64(n) % 2 == 0)
+            .unwrap();
+        let contact = |epoch, view, answered: u64| crate::cluster::Contact {
+            sent: Time::from_micros(answered),
+            epoch,
+            active_sent: Some(Time::from_micros(answered)),
+            view,
+            delay_until: None,
+        };
+        c.epoch.number = 10;
+        c.epoch.leaders = vec![n1.clone(), n0.clone()];
+        c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+        c.home.last_ok = Some(at(100));
+        c.peers
+            .contact
+            .insert(n1.clone(), contact(10, c.epoch.view, 101_000_000));
+        c.peers
+            .contact
+            .insert(n0.clone(), contact(10, c.epoch.view, 101_000_000));
+        let ticket = Ticket {
+            id: TicketId(7),
+            number: 1,
+            key: "n2/1".into(),
+            owner: None,
+            uid: None,
+            tag: None,
+            kind: Kind::EXCLUSIVE,
+            duration: std::time::Duration::from_secs(600),
+            unlock_duration: std::time::Duration::ZERO,
+            detach: false,
+            try_once: false,
+            state: State::Held {
+                fence: 1,
+                lease_end: at(700),
+            },
+        };
+        core.table.insert(&name, ticket);
+        core.carry_over(now(101_400_000));
+        let kept = &core.cluster.home.carried.locks[&name];
+        assert_eq!(kept.owner.as_ref(), Some(&n1));
+        assert_eq!((kept.at, kept.answered), (at(100), at(101)));
+        // Epoch 11: the same two leaders the other way round.
+        let c = &mut core.cluster;
+        c.epoch.number = 11;
+        c.epoch.leaders = vec![n0.clone(), n1.clone()];
+        c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+        c.peers
+            .contact
+            .insert(n0.clone(), contact(11, c.epoch.view, 104_500_000));
+        c.home
+            .carried
+            .left(addr(4001), 11, Time::from_micros(n1_left));
+        (core, name)
+    }
+
+    /// The settle window of a lock carried with a stale majority contact
+    /// runs from its old owner's own last answer (seed 1860): its owner
+    /// can drop it only `release_delay` after it heard this agent last.
+    #[test]
+    fn the_settle_window_runs_from_the_old_owners_own_answer() {
+        let window = Core::new(crate::core::Config::default(), now(1)).settle_window();
+        assert!(
+            window > std::time::Duration::from_millis(3100),
+            "{window:?}"
+        );
+        // 101 s + the window is past 104.0 s: the old owner stopped acting
+        // before it could drop the lock, which follows `n0` and outlives
+        // `grace` after the majority contact of 100 s.
+        let (mut core, name) = carried_into_a_third_owner(104_000_000);
+        core.revoke_where_owner_lapsed(now(104_600_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(
+            core.holds(&name),
+            "revoked although its old owner left in time"
+        );
+        // Known to have left only after that: it ends `grace` after the
+        // earlier of the two times, 100 s.
+        let (mut core, name) = carried_into_a_third_owner(104_300_000);
+        core.revoke_where_owner_lapsed(now(104_600_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(104_900_000));
+        assert!(core.holds(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(
+            !core.holds(&name),
+            "kept past what its old owner vouched for"
+        );
+    }
+}
