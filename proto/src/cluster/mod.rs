@@ -142,6 +142,68 @@ impl Cluster {
         }
     }
 
+    /// Whether this agent is an acting leader: ready in its epoch and
+    /// answered in it by a quorum (itself included) within `peer_timeout`.
+    pub(crate) fn acting(&self, now: Time) -> bool {
+        if !self.leader.table.as_ref().is_some_and(|l| l.ready) {
+            return false;
+        }
+        let since = now - self.cfg.peer_timeout;
+        let answered = self
+            .peers
+            .contact
+            .values()
+            .filter(|k| k.in_view(self.epoch.number, self.epoch.view) && k.sent >= since)
+            .count();
+        answered + 1 >= self.peers.quorum
+    }
+
+    /// Whether `leader` answered a ping in this view within `peer_timeout`
+    /// but none as acting for `window`: it lost part of the handover (its
+    /// state, or the news that this agent's report counts).
+    pub(crate) fn answers_without_acting(
+        &self,
+        leader: &Id,
+        now: Time,
+        window: std::time::Duration,
+    ) -> bool {
+        self.peers.contact.get(leader).is_some_and(|k| {
+            k.in_view(self.epoch.number, self.epoch.view)
+                && k.sent + self.cfg.peer_timeout >= now
+                && k.active_sent.is_none_or(|a| a + window <= now)
+        })
+    }
+
+    /// Home: the latest time at which a majority of this epoch's leaders
+    /// were acting and answering this agent.
+    pub(crate) fn contact_time(&self, now: Time) -> Option<Time> {
+        let mut times: Vec<Time> = Vec::with_capacity(self.epoch.leaders.len());
+        for leader in &self.epoch.leaders {
+            if *leader == self.me {
+                let counted = self
+                    .leader
+                    .table
+                    .as_ref()
+                    .is_some_and(|l| l.ready && l.reporters.contains(&self.me));
+                if counted && self.acting(now) {
+                    times.push(now);
+                }
+            } else if let Some(k) = self.peers.contact.get(leader) {
+                if k.in_view(self.epoch.number, self.epoch.view) {
+                    if let Some(a) = k.active_sent {
+                        times.push(a);
+                    }
+                }
+            }
+        }
+        let k = self.leader_majority();
+        if self.epoch.leaders.is_empty() || times.len() < k {
+            return None;
+        }
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        Some(times[k - 1])
+    }
+
     /// The leaders needed for a majority of this epoch's leaders.
     pub fn leader_majority(&self) -> usize {
         self.epoch.leaders.len() / 2 + 1

@@ -77,7 +77,7 @@ impl Core {
         if self.owner_of(object).as_deref() != Some(&**from) {
             return Err(BadField("object_name (sender is not its owner)"));
         }
-        let acting = self.acting(now.mono);
+        let acting = self.cluster.acting(now.mono);
         let plant = self.cluster.cfg.plant;
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let delayed = l.delay_until.is_some_and(|d| now.mono < d);

@@ -87,7 +87,7 @@ impl Core {
     /// (`home_tick`): a grant delivered on contact found between two ticks
     /// is revoked when contact is lost, even if no tick saw the contact.
     pub(crate) fn in_contact(&mut self, now: Now) -> bool {
-        if let Some(t) = self.contact_time(now.mono) {
+        if let Some(t) = self.cluster.contact_time(now.mono) {
             let c = &mut self.cluster;
             c.home.last_ok = Some(c.home.last_ok.map_or(t, |o| o.max(t)));
         }
@@ -225,7 +225,7 @@ impl Core {
             .leaders
             .iter()
             .filter(|l| **l != c.me)
-            .any(|l| self.answers_without_acting(l, now.mono, timeout))
+            .any(|l| self.cluster.answers_without_acting(l, now.mono, timeout))
     }
 
     /// Every tick: revoke when contact is lost (the edge), re-send what

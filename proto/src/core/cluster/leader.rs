@@ -230,7 +230,7 @@ impl Core {
         if !try_once {
             return;
         }
-        let acting = self.acting(now.mono);
+        let acting = self.cluster.acting(now.mono);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let state = l
             .objects
@@ -435,7 +435,7 @@ impl Core {
         let majority = self.cluster.leader_majority() as u32;
         let all = self.cluster.epoch.leaders.len() as u32;
         let plant = self.cluster.cfg.plant;
-        let acting = self.acting(now.mono);
+        let acting = self.cluster.acting(now.mono);
         let epoch = self.cluster.epoch.number;
         let l = self.cluster.leader.table.as_mut().expect("leader");
         let Some(o) = l.objects.get_mut(&**name) else {

@@ -5,7 +5,7 @@ use crate::cluster::links::{Link, MAX_PINGS, wall_ahead};
 use crate::cluster::msg::{BadField, PeerMsg, Pong, Role};
 use crate::cluster::{Contact, Id};
 use crate::core::{Core, InputError, Output};
-use crate::time::{Now, Time};
+use crate::time::Now;
 use crate::vocab::PeerId;
 use crate::wire::Message;
 use std::collections::VecDeque;
@@ -383,23 +383,6 @@ impl Core {
         c.peers.forget_old(now.mono - keep, &c.epoch.leaders, held);
     }
 
-    /// Whether this agent is an acting leader: ready in its epoch and
-    /// answered in it by a quorum (itself included) within `peer_timeout`.
-    pub(crate) fn acting(&self, now: Time) -> bool {
-        let c = &self.cluster;
-        if !c.leader.table.as_ref().is_some_and(|l| l.ready) {
-            return false;
-        }
-        let since = now - c.cfg.peer_timeout;
-        let answered = c
-            .peers
-            .contact
-            .values()
-            .filter(|k| k.in_view(c.epoch.number, c.epoch.view) && k.sent >= since)
-            .count();
-        answered + 1 >= c.peers.quorum
-    }
-
     /// The pong's `active` flag for `asker`: acting, and `asker`'s report
     /// is part of this epoch's state (a home whose held locks the epoch
     /// does not know must not be kept in contact: it has to revoke).
@@ -407,49 +390,6 @@ impl Core {
         let Some(l) = self.cluster.leader.table.as_ref() else {
             return false;
         };
-        l.ready && l.reporters.contains(asker) && self.acting(self.last_now)
-    }
-
-    /// Whether `leader` answered a ping in this view within `peer_timeout`
-    /// but none as acting for `window`: it lost part of the handover (its
-    /// state, or the news that this agent's report counts).
-    pub(crate) fn answers_without_acting(&self, leader: &Id, now: Time, window: Duration) -> bool {
-        let c = &self.cluster;
-        c.peers.contact.get(leader).is_some_and(|k| {
-            k.in_view(c.epoch.number, c.epoch.view)
-                && k.sent + c.cfg.peer_timeout >= now
-                && k.active_sent.is_none_or(|a| a + window <= now)
-        })
-    }
-
-    /// Home: the latest time at which a majority of this epoch's leaders
-    /// were acting and answering this agent.
-    pub(crate) fn contact_time(&self, now: Time) -> Option<Time> {
-        let c = &self.cluster;
-        let mut times: Vec<Time> = Vec::with_capacity(c.epoch.leaders.len());
-        for leader in &c.epoch.leaders {
-            if *leader == c.me {
-                let counted = c
-                    .leader
-                    .table
-                    .as_ref()
-                    .is_some_and(|l| l.ready && l.reporters.contains(&c.me));
-                if counted && self.acting(now) {
-                    times.push(now);
-                }
-            } else if let Some(k) = c.peers.contact.get(leader) {
-                if k.in_view(c.epoch.number, c.epoch.view) {
-                    if let Some(a) = k.active_sent {
-                        times.push(a);
-                    }
-                }
-            }
-        }
-        let k = c.leader_majority();
-        if c.epoch.leaders.is_empty() || times.len() < k {
-            return None;
-        }
-        times.sort_unstable_by(|a, b| b.cmp(a));
-        Some(times[k - 1])
+        l.ready && l.reporters.contains(asker) && self.cluster.acting(self.last_now)
     }
 }

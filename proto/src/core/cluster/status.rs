@@ -41,7 +41,7 @@ impl Core {
     /// it for the revocation's edge).
     pub(crate) fn in_contact_now(&self) -> bool {
         let now = self.last_now;
-        let last = match (self.contact_time(now), self.cluster.home.last_ok) {
+        let last = match (self.cluster.contact_time(now), self.cluster.home.last_ok) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
@@ -54,7 +54,7 @@ impl Core {
     fn leader_acts(&self, leader: &Id, now: Time) -> bool {
         let c = &self.cluster;
         if *leader == c.me {
-            return c.leader.table.as_ref().is_some_and(|l| l.ready) && self.acting(now);
+            return c.leader.table.as_ref().is_some_and(|l| l.ready) && self.cluster.acting(now);
         }
         c.peers
             .contact

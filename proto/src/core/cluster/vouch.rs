@@ -25,7 +25,7 @@ impl Core {
         let c = &self.cluster;
         if *owner == c.me {
             let ready = c.leader.table.as_ref().is_some_and(|l| l.ready);
-            return (ready && self.acting(now)).then_some(now);
+            return (ready && self.cluster.acting(now)).then_some(now);
         }
         c.peers
             .contact
