@@ -8,9 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::Id;
 use super::batch::ReportedTicket;
+use super::links::Peers;
 use super::msg::PeerMsg;
+use super::{Cluster, Id};
 use crate::time::Time;
 
 /// How much later a report is sent again, per line of it: about what
@@ -108,6 +109,105 @@ impl Collect {
     }
 }
 
+/// What a collector's reports come to once it may build the state
+/// ([`Collect::weigh`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    /// The state holds every lock any earlier epoch may still hold: no
+    /// lock-delay beyond what the last ready epoch had left.
+    pub complete: bool,
+    /// The latest epoch a reporter had moved to before this one.
+    pub e_max: u64,
+}
+
+impl Collect {
+    /// Whether the state may be built now from the reports, and whether it
+    /// is complete (docs/cluster.md "Handover"): a quorum of members
+    /// reported, and either every member did, or a majority of the
+    /// previous epoch's leaders did, one of them ready in it, and a quorum
+    /// of the reporters has run for a `lock_delay` (a younger one may have
+    /// forgotten an epoch). An incomplete state waits `peer_timeout` for
+    /// more reports, unless every member linked to the collector (`peers`)
+    /// reported already. `None`: not yet, or built already.
+    pub fn weigh(
+        &self,
+        now: Time,
+        peers: &Peers,
+        lock_delay: Duration,
+        peer_timeout: Duration,
+    ) -> Option<Verdict> {
+        if self.done {
+            return None;
+        }
+        let names: BTreeSet<&str> = (self.reports.keys())
+            .map(|id| Cluster::name_of(id))
+            .collect();
+        if names.len() < peers.quorum {
+            return None;
+        }
+        let everyone = names.len() >= peers.members.len();
+        let e_max = (self.reports.values())
+            .map(|r| r.prev_epoch)
+            .max()
+            .unwrap_or(0);
+        let majority_of_previous = e_max > 0 && {
+            let prev: Vec<Id> = (self.reports.values())
+                .find(|r| r.prev_epoch == e_max)
+                .map(|r| r.prev_leaders.clone())
+                .unwrap_or_default();
+            let reported: Vec<&Report> = prev.iter().filter_map(|l| self.reports.get(l)).collect();
+            !prev.is_empty()
+                && reported.len() > prev.len() / 2
+                && reported.iter().any(|r| r.ready_epoch == e_max)
+        };
+        // E_max stands for every epoch that may still have a lock held
+        // only if a quorum of the reporters remembers: an epoch that
+        // granted one had a quorum answering within the last lock-delay,
+        // which shares an agent with any quorum of reporters; if that
+        // agent restarted since, its report knows nothing of that epoch
+        // (and nobody else may). Agents up for less than the lock-delay
+        // do not count for this quorum.
+        let young = u64::try_from(lock_delay.as_micros()).unwrap_or(u64::MAX);
+        let remembering: BTreeSet<&str> = (self.reports.iter())
+            .filter(|(_, r)| r.up >= young)
+            .map(|(id, _)| Cluster::name_of(id))
+            .collect();
+        let majority_of_previous = majority_of_previous && remembering.len() >= peers.quorum;
+        let complete = everyone || majority_of_previous;
+        // Waiting for more reports helps only while some may still come:
+        // once every member linked to the collector reported, the state is
+        // built at once (a failover soon after the cluster started, whose
+        // state cannot be complete, would otherwise spend a `peer_timeout`
+        // of its holders' grace here).
+        let linked_reported = (peers.links.values())
+            .filter(|l| !l.closing && l.id.is_some())
+            .all(|l| names.contains(l.name.as_str()));
+        if !complete && !linked_reported && now < self.started + peer_timeout {
+            return None;
+        }
+        Some(Verdict { complete, e_max })
+    }
+}
+
+/// The lock-delay of a state built from `reports`: what the last ready
+/// epoch had left of its own (at most `lock_delay`) when the state is
+/// complete, the whole `lock_delay` when it is not.
+pub(crate) fn state_delay(
+    reports: &BTreeMap<Id, Report>,
+    verdict: Verdict,
+    lock_delay: Duration,
+) -> Duration {
+    if !verdict.complete {
+        return lock_delay;
+    }
+    (reports.values())
+        .filter(|r| r.ready_epoch == verdict.e_max)
+        .map(|r| Duration::from_micros(r.delay_left))
+        .max()
+        .unwrap_or(Duration::ZERO)
+        .min(lock_delay)
+}
+
 /// The state a leader is receiving from the collector.
 #[derive(Debug, Default)]
 pub(crate) struct StateIn {
@@ -141,5 +241,105 @@ mod tests {
         h.state_pending = Some((6, vec![a.clone()], Vec::new()));
         h.state_received(7, &b);
         assert!(h.state_pending.is_none());
+    }
+
+    /// Three members `n0`..`n2`; `n0` collects and is linked to those of
+    /// `linked`.
+    fn peers(linked: &[u16]) -> Peers {
+        let addr = |i: u16| std::net::SocketAddr::from(([127, 0, 0, 1], 4000 + i));
+        let mut p = Peers::new((0..3).map(addr).collect());
+        for &i in linked {
+            let link = super::super::links::Link {
+                name: format!("n{i}"),
+                addr: addr(i),
+                id: Some(reporter(i)),
+                pings: std::collections::VecDeque::new(),
+                closing: false,
+                ahead: 0,
+                since: Time::ZERO,
+            };
+            p.links.insert(crate::vocab::PeerId(u64::from(i)), link);
+        }
+        p
+    }
+
+    fn reporter(i: u16) -> Id {
+        format!("14|{i}|127.0.0.1:{}|1|n{i}", 4000 + i).into()
+    }
+
+    /// A report of an agent up for `up_s`, last in epoch 5 (led by `n0`,
+    /// `n1`, `n2`), ready in `ready` with `delay_ms` of its lock-delay left.
+    fn report(up_s: u64, ready: u64, delay_ms: u64) -> Report {
+        Report {
+            prev_epoch: 5,
+            prev_leaders: (0..3).map(reporter).collect(),
+            ready_epoch: ready,
+            delay_left: delay_ms * 1000,
+            up: up_s * 1_000_000,
+            ..Report::default()
+        }
+    }
+
+    fn s(secs: u64) -> Time {
+        Time::ZERO + Duration::from_secs(secs)
+    }
+
+    const DELAY: Duration = Duration::from_secs(10);
+    const TIMEOUT: Duration = Duration::from_secs(2);
+
+    #[test]
+    fn a_state_is_complete_with_everybody_or_a_remembering_majority_of_the_last_leaders() {
+        let mut c = Collect::new(s(100));
+        c.reports.insert(reporter(0), report(60, 5, 0));
+        let all = peers(&[1, 2]);
+        assert_eq!(c.weigh(s(100), &all, DELAY, TIMEOUT), None, "no quorum");
+        // Two of the three previous leaders, one ready in epoch 5, both
+        // up for longer than the lock-delay: complete.
+        c.reports.insert(reporter(1), report(60, 4, 0));
+        let complete = Some(Verdict {
+            complete: true,
+            e_max: 5,
+        });
+        assert_eq!(c.weigh(s(100), &all, DELAY, TIMEOUT), complete);
+        // Neither ready in epoch 5: incomplete, so it waits for `n2`...
+        c.reports.insert(reporter(0), report(60, 4, 0));
+        assert_eq!(c.weigh(s(101), &all, DELAY, TIMEOUT), None);
+        // ...a `peer_timeout`, or until every linked member reported.
+        let incomplete = Some(Verdict {
+            complete: false,
+            e_max: 5,
+        });
+        assert_eq!(c.weigh(s(102), &all, DELAY, TIMEOUT), incomplete);
+        assert_eq!(c.weigh(s(101), &peers(&[1]), DELAY, TIMEOUT), incomplete);
+        // A reporter younger than the lock-delay may have forgotten an
+        // epoch: it does not count among those that remember.
+        c.reports.insert(reporter(0), report(60, 5, 0));
+        c.reports.insert(reporter(1), report(9, 4, 0));
+        assert_eq!(c.weigh(s(101), &all, DELAY, TIMEOUT), None);
+        // Everybody reported: complete, young or not.
+        c.reports.insert(reporter(2), report(1, 0, 0));
+        assert_eq!(c.weigh(s(101), &all, DELAY, TIMEOUT), complete);
+        c.done = true;
+        assert_eq!(c.weigh(s(101), &all, DELAY, TIMEOUT), None, "built");
+    }
+
+    #[test]
+    fn a_complete_state_keeps_what_was_left_of_the_last_lock_delay() {
+        let mut reports = BTreeMap::new();
+        reports.insert(reporter(0), report(60, 5, 3000));
+        reports.insert(reporter(1), report(60, 5, 1000));
+        reports.insert(reporter(2), report(60, 4, 9000)); // an older epoch's
+        let v = |complete| Verdict { complete, e_max: 5 };
+        assert_eq!(
+            state_delay(&reports, v(true), DELAY),
+            Duration::from_secs(3)
+        );
+        assert_eq!(state_delay(&reports, v(false), DELAY), DELAY);
+        reports.insert(reporter(0), report(60, 5, 60_000));
+        assert_eq!(
+            state_delay(&reports, v(true), DELAY),
+            DELAY,
+            "at most the lock-delay"
+        );
     }
 }

@@ -179,6 +179,59 @@ impl LeaderTable {
         }
     }
 
+    /// Takes the epoch's state `s` (docs/cluster.md "Handover") and is
+    /// ready: every ticket held as inherited, known to all `leaders`, and
+    /// numbered in fence order (ties in the state's order); no grant
+    /// before the state's lock-delay ends, counted from `now`. Returns the
+    /// homes of the tickets.
+    pub fn install(
+        &mut self,
+        s: super::handover::StateIn,
+        leaders: usize,
+        me: &Id,
+        now: Time,
+    ) -> BTreeSet<Id> {
+        // Every leader installs this state: each has every ticket.
+        let all = (1u8 << leaders) - 1;
+        let tickets = s.tickets;
+        // Numbered in fence order (ties in the state's order), inserted in
+        // the state's order (by object: the tables fill in order, which a
+        // million tickets in fence order would not).
+        let mut by_fence: Vec<usize> = (0..tickets.len()).collect();
+        by_fence.sort_by_key(|&i| tickets[i].fence);
+        let mut number = vec![0u64; tickets.len()];
+        for (rank, &i) in by_fence.iter().enumerate() {
+            number[i] = rank as u64 + 1;
+        }
+        drop(by_fence);
+        let mut homes: BTreeSet<Id> = BTreeSet::new();
+        let mut rows = Vec::with_capacity(tickets.len());
+        for (t, number) in tickets.into_iter().zip(number) {
+            if !homes.contains(&t.home) {
+                homes.insert(t.home.clone());
+            }
+            rows.push((
+                t.object,
+                LeaderTicket {
+                    home: t.home,
+                    req: t.req,
+                    key: t.key,
+                    number,
+                    kind: t.kind,
+                    state: LeaderState::Inherited { fence: t.fence },
+                    has_ticket: all,
+                },
+            ));
+        }
+        self.insert_all(rows);
+        self.base = s.base;
+        self.delay_until = (!s.delay.is_zero()).then(|| now + s.delay);
+        self.self_in_state = s.reporters.contains(me);
+        self.reporters = s.reporters;
+        self.ready = true;
+        homes
+    }
+
     pub fn insert(&mut self, name: &ObjectName, t: LeaderTicket) {
         self.by_home
             .entry(t.home.clone())
@@ -422,5 +475,45 @@ mod tests {
         // The smallest limit of all, the asker's included, decides.
         let small = vec![held(shared(1, None)), shared(2, Some(1))];
         assert!(!object(small).may_also_hold(1), "its own limit of 1");
+    }
+
+    #[test]
+    fn an_installed_state_numbers_its_tickets_in_fence_order_and_waits_its_lock_delay() {
+        use super::super::batch::ReportedTicket;
+        use super::super::handover::StateIn;
+        let t = |object: &str, home: &str, fence| ReportedTicket {
+            object: ObjectName::from(object.as_bytes()),
+            home: home.into(),
+            req: fence,
+            key: format!("{home}/{fence}").into(),
+            fence,
+            kind: Kind::EXCLUSIVE,
+        };
+        let s = StateIn {
+            base: 1000,
+            delay: std::time::Duration::from_secs(3),
+            tickets: vec![t("b", "h2", 30), t("a", "h1", 10), t("c", "h1", 20)],
+            reporters: ["h1".into(), "me".into()].into_iter().collect(),
+        };
+        let now = Time::from_micros(5_000_000);
+        let mut l = LeaderTable::new();
+        let homes = l.install(s, 3, &Id::from("me"), now);
+        assert!(l.ready && l.self_in_state);
+        assert_eq!(l.base, 1000);
+        assert_eq!(l.delay_until, Some(Time::from_micros(8_000_000)));
+        assert_eq!(homes.iter().map(|h| &**h).collect::<Vec<_>>(), ["h1", "h2"]);
+        let of = |name: &str| &l.objects[name.as_bytes()].tickets[0];
+        assert_eq!((of("a").number, of("c").number, of("b").number), (1, 2, 3));
+        assert_eq!(of("b").state, LeaderState::Inherited { fence: 30 });
+        assert_eq!(of("b").has_ticket, 0b111, "every leader has every ticket");
+        // No lock-delay: grants at once; not a reporter: not in the state.
+        let s = StateIn {
+            base: 1,
+            ..StateIn::default()
+        };
+        let mut l = LeaderTable::new();
+        l.install(s, 2, &Id::from("me"), now);
+        assert_eq!(l.delay_until, None);
+        assert!(!l.self_in_state);
     }
 }

@@ -6,8 +6,7 @@ use crate::cluster::batch::{
     BATCH_TICKETS, Batch, BatchOf, ReportedRef, ReportedTicket, read_batch,
 };
 use crate::cluster::config::Plant;
-use crate::cluster::handover::{REPORT_PAUSE_PER_LINE, Report, StateIn};
-use crate::cluster::ltable::{LeaderState, LeaderTicket};
+use crate::cluster::handover::{REPORT_PAUSE_PER_LINE, Report, StateIn, state_delay};
 use crate::cluster::merge::merge_held;
 use crate::cluster::msg::{BadField, Part, PeerMsg, ReportBegin};
 use crate::cluster::{Cluster, Id};
@@ -15,7 +14,6 @@ use crate::core::Core;
 use crate::local::table::State;
 use crate::time::Now;
 use crate::vocab::TicketId;
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 impl Core {
@@ -266,64 +264,12 @@ impl Core {
         let Some(collect) = c.handover.collect.as_ref() else {
             return;
         };
-        if collect.done {
+        let Some(verdict) =
+            collect.weigh(now.mono, &c.peers, c.cfg.lock_delay(), c.cfg.peer_timeout)
+        else {
             return;
-        }
-        let names: BTreeSet<&str> = collect
-            .reports
-            .keys()
-            .map(|id| Cluster::name_of(id))
-            .collect();
-        if names.len() < c.peers.quorum {
-            return;
-        }
-        let everyone = names.len() >= c.peers.members.len();
-        let e_max = collect
-            .reports
-            .values()
-            .map(|r| r.prev_epoch)
-            .max()
-            .unwrap_or(0);
-        let majority_of_previous = e_max > 0 && {
-            let prev: Vec<Id> = collect
-                .reports
-                .values()
-                .find(|r| r.prev_epoch == e_max)
-                .map(|r| r.prev_leaders.clone())
-                .unwrap_or_default();
-            let reported: Vec<&Report> =
-                prev.iter().filter_map(|l| collect.reports.get(l)).collect();
-            !prev.is_empty()
-                && reported.len() > prev.len() / 2
-                && reported.iter().any(|r| r.ready_epoch == e_max)
         };
-        // E_max stands for every epoch that may still have a lock held
-        // only if a quorum of the reporters remembers: an epoch that
-        // granted one had a quorum answering within the last lock-delay,
-        // which shares an agent with any quorum of reporters; if that
-        // agent restarted since, its report knows nothing of that epoch
-        // (and nobody else may). Agents up for less than the lock-delay
-        // do not count for this quorum.
-        let young = u64::try_from(c.cfg.lock_delay().as_micros()).unwrap_or(u64::MAX);
-        let remembering: BTreeSet<&str> = collect
-            .reports
-            .iter()
-            .filter(|(_, r)| r.up >= young)
-            .map(|(id, _)| Cluster::name_of(id))
-            .collect();
-        let majority_of_previous = majority_of_previous && remembering.len() >= c.peers.quorum;
-        let complete = everyone || majority_of_previous;
-        // Waiting for more reports helps only while some may still come:
-        // once every member linked to the collector reported, the state is
-        // built at once (a failover soon after the cluster started, whose
-        // state cannot be complete, would otherwise spend a `peer_timeout`
-        // of its holders' grace here).
-        let linked_reported = (c.peers.links.values())
-            .filter(|l| !l.closing && l.id.is_some())
-            .all(|l| names.contains(l.name.as_str()));
-        if !complete && !linked_reported && now.mono < collect.started + c.cfg.peer_timeout {
-            return;
-        }
+        let e_max = verdict.e_max;
         let collect = self.cluster.handover.collect.as_mut().expect("collecting");
         collect.done = true;
         let reports = std::mem::take(&mut collect.reports);
@@ -333,19 +279,10 @@ impl Core {
         }
         let epoch = self.cluster.epoch.number;
         let base = crate::cluster::persist::fence_base(epoch).max(floor + 1);
-        let carried = reports
-            .values()
-            .filter(|r| r.ready_epoch == e_max)
-            .map(|r| Duration::from_micros(r.delay_left))
-            .max()
-            .unwrap_or(Duration::ZERO)
-            .min(self.cluster.cfg.lock_delay());
         let delay = if self.cluster.cfg.plant == Plant::SkipLockDelay {
             Duration::ZERO
-        } else if complete {
-            carried
         } else {
-            self.cluster.cfg.lock_delay()
+            state_delay(&reports, verdict, self.cluster.cfg.lock_delay())
         };
         log::info!(
             "epoch {epoch}: state from {} reports, {} held locks, {}",
@@ -527,40 +464,11 @@ impl Core {
 
     /// Starts acting as a leader of the epoch from its state.
     fn install(&mut self, now: Now, s: StateIn) {
-        // Every leader installs this state: each has every ticket.
-        let all = (1u8 << self.cluster.epoch.leaders.len()) - 1;
+        let leaders = self.cluster.epoch.leaders.len();
+        let me = self.cluster.me.clone();
         let l = self.cluster.leader.table.as_mut().expect("leader");
-        let tickets = s.tickets;
-        // Numbered in fence order (ties in the state's order), inserted in
-        // the state's order (by object: the tables fill in order, which a
-        // million tickets in fence order would not).
-        let mut by_fence: Vec<usize> = (0..tickets.len()).collect();
-        by_fence.sort_by_key(|&i| tickets[i].fence);
-        let mut number = vec![0u64; tickets.len()];
-        for (rank, &i) in by_fence.iter().enumerate() {
-            number[i] = rank as u64 + 1;
-        }
-        drop(by_fence);
-        let mut homes: BTreeSet<Id> = BTreeSet::new();
-        let mut rows = Vec::with_capacity(tickets.len());
-        for (t, number) in tickets.into_iter().zip(number) {
-            if !homes.contains(&t.home) {
-                homes.insert(t.home.clone());
-            }
-            rows.push((
-                t.object,
-                LeaderTicket {
-                    home: t.home,
-                    req: t.req,
-                    key: t.key,
-                    number,
-                    kind: t.kind,
-                    state: LeaderState::Inherited { fence: t.fence },
-                    has_ticket: all,
-                },
-            ));
-        }
-        l.insert_all(rows);
+        let base = s.base;
+        let homes = l.install(s, leaders, &me, now.mono);
         for home in homes {
             let at = self
                 .cluster
@@ -570,11 +478,7 @@ impl Core {
                 .map_or(now.mono, |h| (*h).max(now.mono));
             self.cluster.peers.heard.insert(home, at);
         }
-        l.base = s.base;
-        l.delay_until = (!s.delay.is_zero()).then(|| now.mono + s.delay);
-        l.self_in_state = s.reporters.contains(&self.cluster.me);
-        l.reporters = s.reporters;
-        l.ready = true;
+        let l = self.cluster.leader.table.as_mut().expect("leader");
         log::info!(
             "epoch {}: leading with {} held locks",
             self.cluster.epoch.number,
@@ -584,7 +488,7 @@ impl Core {
         for (home, tickets) in late {
             self.weigh_late(now, &home, tickets);
         }
-        self.raise_floor(s.base.saturating_sub(1));
+        self.raise_floor(base.saturating_sub(1));
         let early = std::mem::take(&mut self.cluster.leader.early);
         for (from, m) in early {
             let cmd = m.command();
