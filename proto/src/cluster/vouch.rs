@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use super::Id;
+use super::{Cluster, Id};
 use crate::time::Time;
 use crate::vocab::ObjectName;
 
@@ -110,6 +110,48 @@ impl Carried {
     }
 }
 
+impl Cluster {
+    /// The send time of the latest ping `owner`, a leader of this view,
+    /// answered as an acting leader (for this agent itself: now, while it
+    /// acts as a ready leader).
+    pub(crate) fn answered_by(&self, owner: &Id, now: Time) -> Option<Time> {
+        let c = self;
+        if *owner == c.me {
+            let ready = c.leader.table.as_ref().is_some_and(|l| l.ready);
+            return (ready && self.acting(now)).then_some(now);
+        }
+        c.peers
+            .contact
+            .get(owner)
+            .filter(|k| k.in_view(c.epoch.number, c.epoch.view))
+            .and_then(|k| k.active_sent)
+    }
+
+    /// The time from which this agent's locks on `object` are vouched for,
+    /// never later than what a majority of the leaders vouches for
+    /// (`last_ok`). An owner drops the tickets of a home it has not heard
+    /// from for `release_delay`, so the home relies on them only `grace`
+    /// after the owner last answered it: a majority answering is not enough
+    /// when the owner is not in it. A lock this agent held when it moved to
+    /// this epoch keeps what its former owner vouched for until the new
+    /// owner answers soon enough (`Core::carry_over`).
+    pub(crate) fn object_vouched_from(&self, object: &[u8], now: Time) -> Option<Time> {
+        let c = self;
+        let majority = c.home.last_ok?;
+        if let Some(l) = c.home.carried.locks.get(object) {
+            return Some(majority.min(l.at));
+        }
+        let Some(i) = c.owner_index(object) else {
+            return Some(majority);
+        };
+        let owner = &c.epoch.leaders[i];
+        if *owner == c.me {
+            return Some(majority); // it never drops its own home's tickets
+        }
+        self.answered_by(owner, now).map(|a| majority.min(a))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +191,108 @@ mod tests {
         // An epoch not later than the carried one says nothing.
         d.left("127.0.0.1:4003".parse().unwrap(), 5, at(2));
         assert_eq!(d.left.len(), 3);
+    }
+
+    /// `n2` of three, in epoch 10 led by `n1` and `n0`, in contact with a
+    /// majority until 100 s.
+    fn home_of_epoch_ten() -> Cluster {
+        let addr = |i: u16| SocketAddr::from(([127, 0, 0, 1], 4000 + i));
+        let cfg = super::super::ClusterConfig {
+            listen: Some(addr(2)),
+            neighbors: (0..3).map(addr).collect(),
+            ..super::super::ClusterConfig::default()
+        };
+        let now = crate::time::Now {
+            mono: Time::ZERO,
+            wall: crate::time::UnixTime(1_700_000_000_000_000),
+        };
+        let mut c = Cluster::new(&cfg, "n2", now);
+        c.epoch.number = 10;
+        c.epoch.leaders = vec![Id::from("n1"), Id::from("n0")];
+        c.epoch.view = super::super::view_of(&c.epoch.leaders);
+        c.home.last_ok = Some(at(100));
+        c
+    }
+
+    /// A name the leader at `index` of two owns.
+    fn owned_by(c: &Cluster, index: usize) -> ObjectName {
+        (0u32..)
+            .map(|i| ObjectName::from(format!("o{i}").as_bytes()))
+            .find(|n| c.owner_index(n) == Some(index))
+            .unwrap()
+    }
+
+    fn answers(c: &mut Cluster, leader: &str, active: u64, view: u64) {
+        let k = super::super::Contact {
+            sent: at(active),
+            epoch: c.epoch.number,
+            active_sent: Some(at(active)),
+            view,
+            delay_until: None,
+        };
+        c.peers.contact.insert(Id::from(leader), k);
+    }
+
+    #[test]
+    fn a_lock_is_vouched_for_no_longer_than_its_owner_and_a_majority_answered() {
+        let mut c = home_of_epoch_ten();
+        let view = c.epoch.view;
+        let name = owned_by(&c, 0); // n1's
+        assert_eq!(
+            c.object_vouched_from(&name, at(102)),
+            None,
+            "n1 never answered"
+        );
+        answers(&mut c, "n1", 101, view);
+        assert_eq!(
+            c.object_vouched_from(&name, at(102)),
+            Some(at(100)),
+            "the majority's"
+        );
+        answers(&mut c, "n1", 99, view);
+        assert_eq!(
+            c.object_vouched_from(&name, at(102)),
+            Some(at(99)),
+            "its owner's"
+        );
+        // An answer in another view (a reused epoch number) is no answer.
+        answers(&mut c, "n1", 101, view ^ 1);
+        assert_eq!(c.object_vouched_from(&name, at(102)), None);
+        // A lock carried from the previous epoch keeps its time there.
+        let lock = CarriedLock {
+            at: at(97),
+            answered: at(97),
+            owner: None,
+        };
+        c.home.carried = Carried::new([(name.clone(), lock)].into());
+        assert_eq!(c.object_vouched_from(&name, at(102)), Some(at(97)));
+        c.home.last_ok = None;
+        assert_eq!(
+            c.object_vouched_from(&name, at(102)),
+            None,
+            "no majority ever"
+        );
+    }
+
+    #[test]
+    fn a_leader_vouches_for_its_own_home_while_it_acts() {
+        let mut c = home_of_epoch_ten();
+        c.epoch.leaders = vec![Id::from("n1"), c.me.clone()];
+        c.epoch.view = super::super::view_of(&c.epoch.leaders);
+        let name = owned_by(&c, 1); // its own
+        assert_eq!(c.object_vouched_from(&name, at(102)), Some(at(100)));
+        let me = c.me.clone();
+        assert_eq!(c.answered_by(&me, at(102)), None, "not a ready leader");
+        let mut table = super::super::ltable::LeaderTable::new();
+        table.ready = true;
+        c.leader.table = Some(table);
+        assert_eq!(
+            c.answered_by(&me, at(102)),
+            None,
+            "ready, but no quorum answers"
+        );
+        let view = c.epoch.view;
+        answers(&mut c, "n1", 101, view);
+        assert_eq!(c.answered_by(&me, at(102)), Some(at(102)), "acting: now");
     }
 }

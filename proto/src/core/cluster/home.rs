@@ -87,20 +87,9 @@ impl Core {
     /// (`home_tick`): a grant delivered on contact found between two ticks
     /// is revoked when contact is lost, even if no tick saw the contact.
     pub(crate) fn in_contact(&mut self, now: Now) -> bool {
-        if let Some(t) = self.cluster.contact_time(now.mono) {
-            let c = &mut self.cluster;
-            c.home.last_ok = Some(c.home.last_ok.map_or(t, |o| o.max(t)));
-        }
+        let contact = self.cluster.contact_time(now.mono);
         let grace = self.cluster.cfg.grace;
-        let in_contact = self
-            .cluster
-            .home
-            .last_ok
-            .is_some_and(|t| now.mono < t + grace);
-        if in_contact {
-            self.cluster.home.was_in_contact = true;
-        }
-        in_contact
+        self.cluster.home.note_contact(contact, now.mono, grace)
     }
 
     /// `LOCKED` (the fence) or `LOCKFAILED` (the error and why) from an
@@ -151,7 +140,8 @@ impl Core {
         self.regranted(object);
         if !self.in_contact(now)
             || self
-                .object_vouched_from(object)
+                .cluster
+                .object_vouched_from(object, self.last_now)
                 .is_none_or(|t| now.mono >= t + grace)
         {
             if let Some((name, t)) = found.filter(|(_, t)| t.try_once) {
@@ -232,7 +222,7 @@ impl Core {
     /// waits, report again when the report is not counted.
     pub(crate) fn home_tick(&mut self, now: Now) {
         let in_contact = self.in_contact(now);
-        if self.cluster.home.was_in_contact && !in_contact {
+        if self.cluster.home.contact_lost(in_contact) {
             log::warn!(
                 "no answer from a majority of acting leaders for {:?}: revoking every lock of this agent's clients",
                 self.cluster.cfg.grace
@@ -240,7 +230,6 @@ impl Core {
             self.revoke_all(now);
             self.cluster.handover.report_sent = None;
         }
-        self.cluster.home.was_in_contact = in_contact;
         if in_contact {
             self.revoke_where_owner_lapsed(now);
         }

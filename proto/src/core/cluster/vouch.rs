@@ -1,7 +1,6 @@
 //! Vouching as the core runs it: until when each owner vouches for this
 //! agent's locks, and revoking those it stopped vouching for.
 
-use crate::cluster::Id;
 use crate::cluster::vouch::{Carried, CarriedLock};
 use crate::core::Core;
 use crate::local::replies;
@@ -18,47 +17,6 @@ impl Core {
             .is_some_and(|o| o.tickets.iter().any(|t| t.state.is_held()))
     }
 
-    /// The send time of the latest ping `owner`, a leader of this view,
-    /// answered as an acting leader (for this agent itself: now, while it
-    /// acts as a ready leader).
-    fn answered_by(&self, owner: &Id, now: Time) -> Option<Time> {
-        let c = &self.cluster;
-        if *owner == c.me {
-            let ready = c.leader.table.as_ref().is_some_and(|l| l.ready);
-            return (ready && self.cluster.acting(now)).then_some(now);
-        }
-        c.peers
-            .contact
-            .get(owner)
-            .filter(|k| k.in_view(c.epoch.number, c.epoch.view))
-            .and_then(|k| k.active_sent)
-    }
-
-    /// The time from which this agent's locks on `object` are vouched for,
-    /// never later than what a majority of the leaders vouches for
-    /// (`last_ok`). An owner drops the tickets of a home it has not heard
-    /// from for `release_delay`, so the home relies on them only `grace`
-    /// after the owner last answered it: a majority answering is not enough
-    /// when the owner is not in it. A lock this agent held when it moved to
-    /// this epoch keeps what its former owner vouched for until the new
-    /// owner answers soon enough ([`Core::carry_over`]).
-    pub(crate) fn object_vouched_from(&self, object: &[u8]) -> Option<Time> {
-        let c = &self.cluster;
-        let majority = c.home.last_ok?;
-        if let Some(l) = c.home.carried.locks.get(object) {
-            return Some(majority.min(l.at));
-        }
-        let Some(i) = c.owner_index(object) else {
-            return Some(majority);
-        };
-        let owner = &c.epoch.leaders[i];
-        if *owner == c.me {
-            return Some(majority); // it never drops its own home's tickets
-        }
-        self.answered_by(owner, self.last_now)
-            .map(|a| majority.min(a))
-    }
-
     /// Until when this agent vouches for the locks on `objects` (for all of
     /// its locks when empty): `valid_for` in `ABSOLUTELY`.
     pub(crate) fn vouched_until<'a>(
@@ -69,7 +27,7 @@ impl Core {
         let mut until = self.cluster.home.last_ok? + grace;
         for name in objects {
             if self.holds(name) {
-                until = until.min(self.object_vouched_from(name)? + grace);
+                until = until.min(self.cluster.object_vouched_from(name, self.last_now)? + grace);
             }
         }
         Some(until)
@@ -107,7 +65,7 @@ impl Core {
                 ));
                 continue;
             }
-            let Some(at) = self.object_vouched_from(name) else {
+            let Some(at) = self.cluster.object_vouched_from(name, self.last_now) else {
                 continue; // nothing vouched: revoked on the next tick
             };
             let owner = self
@@ -116,7 +74,7 @@ impl Core {
                 .map(|i| self.cluster.epoch.leaders[i].clone());
             let answered = (owner.as_ref())
                 .filter(|o| **o != self.cluster.me)
-                .and_then(|o| self.answered_by(o, now.mono))
+                .and_then(|o| self.cluster.answered_by(o, now.mono))
                 .map_or(at, |a| a.max(at));
             carried.push((
                 name.clone(),
@@ -157,7 +115,7 @@ impl Core {
         // left, nothing can settle; and only once for each: a million
         // locks carried over are not walked every tick for nothing.
         let answers: Vec<Option<Time>> = (self.cluster.epoch.leaders.iter())
-            .map(|l| self.answered_by(l, now.mono))
+            .map(|l| self.cluster.answered_by(l, now.mono))
             .collect();
         let fresh = (answers.iter().enumerate().take(8))
             .filter(|(_, a)| a.is_some())
@@ -261,7 +219,7 @@ impl Core {
         let grace = self.cluster.cfg.grace;
         let mut lapsed = 0u8;
         for (i, l) in self.cluster.epoch.leaders.iter().enumerate().take(8) {
-            let answered = self.answered_by(l, now.mono);
+            let answered = self.cluster.answered_by(l, now.mono);
             if *l != self.cluster.me && answered.is_none_or(|t| now.mono >= t + grace) {
                 lapsed |= 1 << i;
             }
@@ -316,6 +274,8 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
+
+    use crate::cluster::Id;
 
     use super::*;
 
