@@ -204,6 +204,17 @@ impl Cluster {
         Some(times[k - 1])
     }
 
+    /// When the core must next run the cluster's housekeeping: its tick,
+    /// or just after the time the collector's own copy of the state was
+    /// built (installed at a later call).
+    pub fn next_deadline(&self) -> Time {
+        let tick = self.next_tick;
+        match &self.handover.own_state {
+            Some((at, _)) => tick.min(*at + std::time::Duration::from_micros(1)),
+            None => tick,
+        }
+    }
+
     /// The leaders needed for a majority of this epoch's leaders.
     pub fn leader_majority(&self) -> usize {
         self.epoch.leaders.len() / 2 + 1

@@ -400,7 +400,9 @@ impl Core {
         self.out.pop_front()
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) must next be called.
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called:
+    /// the earliest of the parts' deadlines (the lock table's timers, the
+    /// cluster's tick and its pending own state).
     pub fn poll_timeout(&self) -> Option<Time> {
         if !self.cluster.local.is_empty() {
             return Some(self.last_now); // more of what it sent itself
@@ -409,11 +411,8 @@ impl Core {
         if !self.authority.is_cluster() || self.stopping {
             return table;
         }
-        let mut tick = self.cluster.next_tick;
-        if let Some((at, _)) = &self.cluster.handover.own_state {
-            tick = tick.min(*at + std::time::Duration::from_micros(1));
-        }
-        Some(table.map_or(tick, |t| t.min(tick)))
+        let cluster = self.cluster.next_deadline();
+        Some(table.map_or(cluster, |t| t.min(cluster)))
     }
 
     /// Counters.
