@@ -54,6 +54,7 @@ fn options(seed: u64) -> Options {
             "CarryByAnswer" => Plant::CarryByAnswer,
             "KeepOrphans" => Plant::KeepOrphans,
             "IgnorePersisted" => Plant::IgnorePersisted,
+            "FollowSameOwner" => Plant::FollowSameOwner,
             other => panic!("SIM_PLANT={other:?}: not a planted bug"),
         };
         opts.liveness = false;

@@ -65,6 +65,11 @@ pub enum Plant {
     KeepOrphans,
     /// A restarted agent starts without its record (epoch, fence).
     IgnorePersisted,
+    /// A carried lock follows its new owner at once when that owner is
+    /// the lock's first old owner, whatever owned it in the epochs it was
+    /// carried through since (the rule before `CarriedLock::via`): the
+    /// owner of such an epoch may still act there without the lock (S1).
+    FollowSameOwner,
 }
 
 impl Default for ClusterConfig {

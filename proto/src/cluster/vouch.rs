@@ -27,6 +27,17 @@ pub(crate) struct CarriedLock {
     pub answered: Time,
     /// That owner.
     pub owner: Option<Id>,
+    /// The owners of the epochs it was carried through since, when other
+    /// than `owner` (empty unless it moved on again before it followed a
+    /// new owner), each with the time its own check runs from: the send
+    /// time of the latest ping it answered there as acting, or `at` when
+    /// it never did. Each may still act in its epoch, where its table
+    /// need not have had the lock (a state with a lock-delay, or one that
+    /// dropped this agent's ticket), so the lock follows a new owner only
+    /// once each of them is that owner or is known to have stopped acting
+    /// in time (`Core::settle_carried`; docs/cluster.md, "Links and
+    /// liveness").
+    pub via: Vec<(Id, Time)>,
 }
 
 /// Home: the locks held when this agent moved to the current epoch, each
@@ -50,7 +61,7 @@ pub(crate) struct Carried {
     /// it (itself: when it moved; another: when a message of a later epoch
     /// from it arrived). Epochs only grow: a member that left never
     /// answers in that epoch again.
-    left: Vec<(SocketAddr, Time)>,
+    pub(crate) left: Vec<(SocketAddr, Time)>,
     /// The old owners (by address) for which enough members were known to
     /// have left when the entries were last walked.
     pub(crate) settled_for: Vec<SocketAddr>,
@@ -95,18 +106,37 @@ impl Carried {
         members: usize,
         quorum: usize,
     ) -> Option<Time> {
-        let itself = (self.left.iter()).find(|(a, _)| *a == old).map(|(_, t)| *t);
+        match (
+            self.moved_by(old),
+            self.others_left_by(old, members, quorum),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When `old` itself was known to have left the epoch: it stopped
+    /// acting there when it adopted a later one, at or before then.
+    pub(crate) fn moved_by(&self, old: SocketAddr) -> Option<Time> {
+        (self.left.iter()).find(|(a, _)| *a == old).map(|(_, t)| *t)
+    }
+
+    /// When so many members other than `old` were known to have left the
+    /// epoch (`members - quorum + 1`) that `old` could no longer gather a
+    /// quorum's answers in it.
+    pub(crate) fn others_left_by(
+        &self,
+        old: SocketAddr,
+        members: usize,
+        quorum: usize,
+    ) -> Option<Time> {
         let need = (members + 1).checked_sub(quorum).map(|n| n.max(1));
         let mut times: Vec<Time> = (self.left.iter())
             .filter(|(a, _)| *a != old)
             .map(|(_, t)| *t)
             .collect();
         times.sort_unstable();
-        let others = need.and_then(|n| times.get(n - 1).copied());
-        match (itself, others) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        need.and_then(|n| times.get(n - 1).copied())
     }
 }
 
@@ -171,6 +201,7 @@ mod tests {
             at: at(1),
             answered: at(1),
             owner: None,
+            via: Vec::new(),
         };
         let mut c = Carried::new([(ObjectName::from(&b"n"[..]), lock.clone())].into());
         c.from_epoch = 5;
@@ -178,9 +209,12 @@ mod tests {
         assert_eq!(c.quorum_left_by(old, 3, 2), None, "one of two others");
         c.left(b, 6, at(11));
         assert_eq!(c.quorum_left_by(old, 3, 2), Some(at(11)));
+        assert_eq!(c.others_left_by(old, 3, 2), Some(at(11)));
+        assert_eq!(c.moved_by(old), None, "the others' evidence only");
         // The old owner's own move, later, does not undo what was known.
         c.left(old, 6, at(15));
         assert_eq!(c.quorum_left_by(old, 3, 2), Some(at(11)));
+        assert_eq!(c.moved_by(old), Some(at(15)), "but is told apart");
         // Nor does an earlier move of its own count for less.
         let mut d = Carried::new([(ObjectName::from(&b"n"[..]), lock)].into());
         d.from_epoch = 5;
@@ -263,6 +297,7 @@ mod tests {
             at: at(97),
             answered: at(97),
             owner: None,
+            via: Vec::new(),
         };
         c.home.carried = Carried::new([(name.clone(), lock)].into());
         assert_eq!(c.object_vouched_from(&name, at(102)), Some(at(97)));

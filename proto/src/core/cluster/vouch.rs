@@ -38,10 +38,14 @@ impl Core {
     /// (for `stretch(peer_timeout)` after so many members moved on that it
     /// cannot gather a quorum there) and drop this agent's tickets there
     /// once it has not heard it for `release_delay`. A lock still carried
-    /// from an earlier epoch keeps its earlier owner and time: that owner
-    /// is the one that may still act. Its own last answer is kept apart
-    /// from the majority contact: the settle window counts from the former
-    /// (`settle_carried`), while the lock ends `grace` after the earlier.
+    /// from an earlier epoch keeps its earlier owner and time (the vouch it
+    /// ends with), and adds the owner of the epoch it leaves to `via`, with
+    /// that owner's own last answer there, or the lock's `at` when it never
+    /// answered: that owner may still act there too, and its table need
+    /// not have had the lock. The first owner's own last answer is kept
+    /// apart from the majority contact: the settle window counts from the
+    /// former (`settle_carried`), while the lock ends `grace` after the
+    /// earlier.
     pub(crate) fn carry_over(&mut self, now: Now) {
         // In key order, so the map is built in one pass.
         let mut carried = Vec::new();
@@ -56,10 +60,26 @@ impl Core {
                     .home
                     .last_ok
                     .map_or(entry.at, |m| m.min(entry.at));
+                let mut via = entry.via.clone();
+                let left_owner = (self.cluster.owner_index(name))
+                    .map(|i| self.cluster.epoch.leaders[i].clone())
+                    .filter(|o| entry.owner.as_ref() != Some(o))
+                    .filter(|o| !via.iter().any(|(v, _)| v == o));
+                if let Some(o) = left_owner {
+                    // An answer as acting there means its state counted
+                    // this agent's report, so its table had the lock; with
+                    // none it need not have (docs/cluster.md).
+                    let from = Some(&o)
+                        .filter(|o| **o != self.cluster.me)
+                        .and_then(|o| self.cluster.answered_by(o, now.mono))
+                        .unwrap_or(at);
+                    via.push((o, from));
+                }
                 carried.push((
                     name.clone(),
                     CarriedLock {
                         at,
+                        via,
                         ..entry.clone()
                     },
                 ));
@@ -82,6 +102,7 @@ impl Core {
                     at,
                     answered,
                     owner,
+                    via: Vec::new(),
                 },
             ));
         }
@@ -102,14 +123,17 @@ impl Core {
     }
 
     /// A carried lock follows its new owner once that owner answered: at
-    /// once when it is the same agent (it left the old epoch before it
-    /// answered in this one); else only once so many members are known to
-    /// have left the old epoch that its old owner stopped acting there
-    /// before it could drop the lock
+    /// once when it is the same agent as the old owner (it left the old
+    /// epoch before it answered in this one); else only once so many
+    /// members are known to have left the old epoch that its old owner
+    /// stopped acting there before it could drop the lock
     /// (`settle_window`); otherwise the lock ends with what the old owner
-    /// vouched for.
+    /// vouched for. A lock carried through more epochs (`via`) also waits
+    /// until the owner of each epoch in between is the new owner or is
+    /// known to have stopped acting there in time (`via_stopped`).
     fn settle_carried(&mut self, now: Now) {
         let window = self.settle_window();
+        let own_move = self.own_move_window();
         let plant = self.cluster.cfg.plant;
         // Until a new owner answers, or enough members are known to have
         // left, nothing can settle; and only once for each: a million
@@ -128,16 +152,16 @@ impl Core {
         let (members, quorum) = (c.peers.members.len(), c.peers.quorum);
         let mut olds: Vec<SocketAddr> = Vec::new();
         for l in c.home.carried.locks.values() {
-            let addr = (l.owner.as_deref())
-                .and_then(crate::cluster::ids::parse_id)
-                .and_then(|p| p.addr);
-            if let Some(a) = addr {
-                if !olds.contains(&a) {
-                    olds.push(a);
+            for o in l.owner.iter().chain(l.via.iter().map(|(o, _)| o)) {
+                let addr = crate::cluster::ids::parse_id(o).and_then(|p| p.addr);
+                if let Some(a) = addr {
+                    if !olds.contains(&a) {
+                        olds.push(a);
+                    }
                 }
             }
-            if olds.len() >= 3 {
-                break; // at most the leaders of one epoch (in practice)
+            if olds.len() >= members.max(3) {
+                break; // every member (in practice: the leaders of an epoch or two)
             }
         }
         let newly_left = olds.iter().any(|a| {
@@ -148,15 +172,25 @@ impl Core {
             return;
         }
         self.cluster.home.carried.weighed |= fresh;
-        let mut left_by: Vec<(SocketAddr, Option<Time>)> = Vec::with_capacity(olds.len());
+        // Per old owner: the earlier of its own move and the others' (as
+        // before), its own move, and the others'.
+        type Evidence = (Option<Time>, Option<Time>, Option<Time>);
+        let mut left_by: Vec<(SocketAddr, Evidence)> = Vec::with_capacity(olds.len());
         for a in olds {
             let c = &mut self.cluster.home.carried;
             let by = c.quorum_left_by(a, members, quorum);
             if by.is_some() && !c.settled_for.contains(&a) {
                 c.settled_for.push(a);
             }
-            left_by.push((a, by));
+            let evidence = (by, c.moved_by(a), c.others_left_by(a, members, quorum));
+            left_by.push((a, evidence));
         }
+        let evidence_of = |old: &crate::cluster::Id| -> Evidence {
+            let addr = crate::cluster::ids::parse_id(old).and_then(|p| p.addr);
+            (left_by.iter())
+                .find(|(a, _)| Some(*a) == addr)
+                .map_or((None, None, None), |(_, e)| *e)
+        };
         let mut carried = std::mem::take(&mut self.cluster.home.carried);
         carried.locks.retain(|name, lock| {
             let held = self.holds(name);
@@ -168,6 +202,21 @@ impl Core {
             }
             let owner = &self.cluster.epoch.leaders[i];
             let old_owner = &lock.owner;
+            if plant == crate::cluster::Plant::FollowSameOwner && old_owner.as_ref() == Some(owner)
+            {
+                return false;
+            }
+            // Each owner of an epoch in between must have stopped acting
+            // there before it could grant the lock or drop it.
+            let via_stopped = lock.via.iter().all(|(o, from)| {
+                let (_, moved, others) = evidence_of(o);
+                o == owner
+                    || moved.is_some_and(|t| t <= *from + own_move)
+                    || others.is_some_and(|t| t <= *from + window)
+            });
+            if !via_stopped {
+                return true;
+            }
             // The same owner in both epochs: it left the old epoch before
             // it answered in this one, so it takes nothing back there.
             // (Not merely because the old owner was this agent itself: its
@@ -178,12 +227,7 @@ impl Core {
             if old_owner.as_ref() == Some(owner) {
                 return false;
             }
-            let old_addr = (old_owner.as_deref())
-                .and_then(crate::cluster::ids::parse_id)
-                .and_then(|p| p.addr);
-            let mut by = (left_by.iter())
-                .find(|(a, _)| Some(*a) == old_addr)
-                .and_then(|(_, by)| *by);
+            let mut by = old_owner.as_ref().and_then(|o| evidence_of(o).0);
             if plant == crate::cluster::Plant::CarryByAnswer {
                 by = answers[i];
             }
@@ -204,11 +248,24 @@ impl Core {
     /// most `stretch(peer_timeout)` after the members left.
     pub(crate) fn settle_window(&self) -> std::time::Duration {
         let cfg = &self.cluster.cfg;
+        (self.own_move_window()).saturating_sub(cfg.stretch(cfg.peer_timeout))
+    }
+
+    /// How long after an owner's own last answer to this agent it may be
+    /// known to have moved to a later epoch itself for a carried lock to
+    /// follow past it: `grace + ping_interval (1-ρ)/(1+ρ)`, by this agent's
+    /// clock the least time before it could drop the lock. It stopped
+    /// acting in its epoch when it adopted a later one, before this agent
+    /// heard of it, so no `stretch(peer_timeout)` is taken off. (Used for
+    /// the owners of the epochs a lock was carried through, `via`; the
+    /// first old owner keeps the one rule of `settle_window`.)
+    pub(crate) fn own_move_window(&self) -> std::time::Duration {
+        let cfg = &self.cluster.cfg;
         let rho = u128::from(cfg.drift_ppm);
         let million = 1_000_000u128;
         let shrunk = cfg.ping_interval.as_micros() * (million - rho) / (million + rho);
         let shrunk = std::time::Duration::from_micros(u64::try_from(shrunk).unwrap_or(0));
-        (cfg.grace + shrunk).saturating_sub(cfg.stretch(cfg.peer_timeout))
+        cfg.grace + shrunk
     }
 
     /// Takes back the held locks whose owner stopped vouching for them
@@ -404,5 +461,141 @@ mod tests {
             !core.holds(&name),
             "kept past what its old owner vouched for"
         );
+    }
+
+    /// `n2` (this agent) holds `name` through three epochs: 10 (leaders
+    /// `n1`, `n0`: `n1` owns it, last answered at 101 s, the majority
+    /// contact 100 s), 11 (`n0`, `n1`: `n0` owns it and never answers
+    /// this agent as acting, unless at `n0_answered`, and `n1` is not
+    /// known to have left 10, so the lock stays carried with `n1`'s
+    /// vouch) and 12 (`n1`, `n0` again: `n1` owns it once more), to which
+    /// it moves at 104.5 s; `n1` answers there at 104.6 s. `n0` is known
+    /// to have moved out of 11 itself at `n0_moved`, if at all; `n1`'s
+    /// first message of epoch 12 arrives at 104.6 s.
+    fn carried_through_another_owner_and_back(
+        n0_answered: Option<u64>,
+        n0_moved: Option<u64>,
+        plant: crate::cluster::Plant,
+    ) -> (Core, ObjectName) {
+        let (mut core, name) = carried_into_a_third_owner(0);
+        core.cluster.cfg.plant = plant;
+        let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
+        let c = &mut core.cluster;
+        // Epoch 11 as set up, but nobody known to have left epoch 10 and
+        // no answer of `n0` in it (or an early one): nothing settles.
+        c.home.carried.left.clear();
+        match n0_answered {
+            Some(t) => {
+                let k = c.peers.contact.get_mut(&n0).expect("set up");
+                k.sent = Time::from_micros(t);
+                k.active_sent = Some(Time::from_micros(t));
+            }
+            None => {
+                c.peers.contact.remove(&n0);
+            }
+        }
+        core.revoke_where_owner_lapsed(now(104_400_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
+        core.carry_over(now(104_500_000));
+        let kept = &core.cluster.home.carried.locks[&name];
+        assert_eq!(kept.owner.as_ref(), Some(&n1), "the earliest owner is kept");
+        assert_eq!((kept.at, kept.answered), (at(100), at(101)));
+        let from = n0_answered.map_or(at(100), Time::from_micros);
+        assert_eq!(kept.via, [(n0.clone(), from)], "and the owner of 11");
+        let c = &mut core.cluster;
+        c.epoch.number = 12;
+        c.epoch.leaders = vec![n1.clone(), n0.clone()];
+        c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+        c.peers.contact.insert(
+            n1.clone(),
+            crate::cluster::Contact {
+                sent: Time::from_micros(104_600_000),
+                epoch: 12,
+                active_sent: Some(Time::from_micros(104_600_000)),
+                view: c.epoch.view,
+                delay_until: None,
+            },
+        );
+        c.home
+            .carried
+            .left(addr(4001), 12, Time::from_micros(104_600_000));
+        if let Some(t) = n0_moved {
+            c.home.carried.left(addr(4000), 12, Time::from_micros(t));
+        }
+        (core, name)
+    }
+
+    /// The owner of epoch 12 is the owner of epoch 10, but epoch 11, which
+    /// the lock was carried through, had another owner, `n0`, that never
+    /// answered this agent there: its table need not have had the lock (a
+    /// state with a lock-delay, from about 101 s − stretch(peer_timeout)
+    /// + `lock_delay` ≈ 106.5 s on), or dropped this agent's ticket
+    /// (`release_delay` after its state was built, no earlier than about
+    /// 100 s). It may act in 11 until stretch(peer_timeout) after the
+    /// quorum of 12 left 11, up to some 107 s. Unless `n0` is known to
+    /// have stopped acting in 11 by 100 s + `grace` + ping_interval·
+    /// (1−ρ)/(1+ρ), the lock must end with what `n1` vouched for in 10
+    /// (100 s + `grace`), not follow `n1` in 12 at once (S1).
+    #[test]
+    fn a_lock_carried_through_another_owner_and_back_does_not_follow_at_once() {
+        use crate::cluster::Plant;
+        let cfg = crate::core::Config::default().cluster;
+        let earliest_grant = at(101) - cfg.stretch(cfg.peer_timeout) + cfg.lock_delay();
+        assert!(earliest_grant > at(105) + std::time::Duration::from_millis(1000));
+        // Nothing known of `n0` but what the others did: this agent (104.5
+        // s) and `n1` (104.6 s) left 11, past 100 s + the settle window
+        // (3.2 s): `n1`'s answer in 12 settles nothing, and the lock ends
+        // 5 s after 100 s.
+        let (mut core, name) = carried_through_another_owner_and_back(None, None, Plant::None);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(
+            core.cluster.home.carried.locks.contains_key(&name),
+            "followed the owner of 12 although the owner of 11 may still act there"
+        );
+        core.revoke_where_owner_lapsed(now(104_900_000));
+        assert!(core.holds(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(
+            !core.holds(&name),
+            "held past what the owner of 10 vouched for while the owner of 11 may grant it"
+        );
+        // The same-owner shortcut alone (the rule before `via`) follows at
+        // once and keeps the lock: what the first case catches.
+        let (mut core, name) =
+            carried_through_another_owner_and_back(None, None, Plant::FollowSameOwner);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(core.holds(&name), "the planted shortcut is what is caught");
+        // `n0` known to have moved out of 11 itself at 104.65 s, within
+        // 100 s + `grace` + ping_interval·(1−ρ)/(1+ρ) (105.245 s): it
+        // stopped acting there before it could grant or drop the lock,
+        // which follows `n1` (R1).
+        let (mut core, name) =
+            carried_through_another_owner_and_back(None, Some(104_650_000), Plant::None);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(
+            core.holds(&name),
+            "revoked although the owner of 11 left it in time"
+        );
+        // `n0` answered as acting in 11 at 102 s, so its table had the
+        // lock, which it drops no earlier than `release_delay` after that:
+        // the others' leaving by 104.6 s is within 102 s + the settle
+        // window, and the lock follows.
+        let (mut core, name) =
+            carried_through_another_owner_and_back(Some(102_000_000), None, Plant::None);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(core.holds(&name));
+        // Its answer at 101.2 s: 104.6 s is past 101.2 s + 3.2 s, kept.
+        let (mut core, name) =
+            carried_through_another_owner_and_back(Some(101_200_000), None, Plant::None);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(!core.holds(&name));
     }
 }
