@@ -20,10 +20,12 @@ pub(crate) struct CarriedLock {
     /// answered, or the majority contact, whichever was earlier. Unless the
     /// lock follows its new owner, it ends `grace` after this.
     pub at: Time,
-    /// The send time of the latest ping that owner itself answered (`at`
-    /// when it was this agent or there was none): the settle window is
-    /// measured from it, as the owner drops the lock only `release_delay`
-    /// after it heard this agent last, whatever the other leaders answered.
+    /// The send time of the latest ping that owner itself answered in
+    /// that epoch, as an acting leader or not (`at` when it was this agent
+    /// or there was none): the settle window is measured from it, as the
+    /// owner drops the lock only `release_delay` after it heard this agent
+    /// last, whatever the other leaders answered, and any answer says it
+    /// heard this agent after the ping was sent.
     pub answered: Time,
     /// That owner.
     pub owner: Option<Id>,
@@ -141,6 +143,19 @@ impl Carried {
 }
 
 impl Cluster {
+    /// The send time of the latest ping `owner`, a leader of this view,
+    /// answered in this view, as an acting leader or not: it heard this
+    /// agent after that. (Only [`Cluster::answered_by`] vouches: an answer
+    /// that is not acting does not say that the epoch knows this agent's
+    /// locks.)
+    pub(crate) fn heard_back_by(&self, owner: &Id) -> Option<Time> {
+        self.peers
+            .contact
+            .get(owner)
+            .filter(|k| k.in_view(self.epoch.number, self.epoch.view))
+            .map(|k| k.sent)
+    }
+
     /// The send time of the latest ping `owner`, a leader of this view,
     /// answered as an acting leader (for this agent itself: now, while it
     /// acts as a ready leader).

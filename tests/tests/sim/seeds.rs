@@ -4,9 +4,11 @@
 
 /// One-computer runs that still break R1, each with what it shows; a
 /// sweep fails on any other.
-pub const R1_OPEN: [(u64, &str); 7] = [
-    (5256, "R1: not traced yet (the conductor is the victim)"),
-    (5952, "R1: not traced yet (the conductor is the victim)"),
+pub const R1_OPEN: [(u64, &str); 6] = [
+    (
+        5952,
+        "R1: the open cause of 1614, cut off one way: the conductor, not heard, elected a three-leader epoch over answers 0.5 s old; the others adopted it when the cut healed 30 s later, a lock moved from a healthy owner (vouched for from 197.2 s) to the conductor, which lacked that epoch's state (its link to the collector came up 1.9 s after the heal), acted only in the next epoch, 2.26 s after the heal, and was cut off again 22 ms later, before it answered the holder's agent; revoked at 202.14 s",
+    ),
     (
         123,
         "R1: a lock carried X -> Y -> X' (owners n4, n0, n4) whose Y owner, the victim, never answered its agent in Y (link down): it follows only on the others' leaving Y by at + settle_window, which came 0.3 s late (CarriedLock::via; the same-owner shortcut kept it)",
@@ -31,7 +33,11 @@ pub const R1_OPEN: [(u64, &str); 7] = [
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 14] = [
+pub const R1_FIXED: [(u64, &str); 15] = [
+    (
+        5256,
+        "R1: the conductor, owner of a carried lock, paused 1.98 s, answered the holder's waiting pings as not acting on resuming, acted again and was cut off 150 ms later, before the next ping; the settle window ran from its last acting answer, 1.8 s before its last answer, and the others' move 4.5 s after it came too late (it now runs from the owner's latest answer, acting or not: any answer says it heard the holder's agent)",
+    ),
     (
         2904,
         "R1: a carried lock waited for its old owner's own move to a later epoch although the others had left before (quorum_left_by took the owner's time, not the earlier of the two)",

@@ -92,9 +92,14 @@ impl Core {
                 .cluster
                 .owner_index(name)
                 .map(|i| self.cluster.epoch.leaders[i].clone());
+            // The settle window counts from the owner's latest answer of
+            // any kind: an owner that resumed from a pause answers the
+            // pings that waited before it acts again, and was cut off
+            // before the next one; what it vouched for was 1.8 s older
+            // (one-computer seed 5256).
             let answered = (owner.as_ref())
                 .filter(|o| **o != self.cluster.me)
-                .and_then(|o| self.cluster.answered_by(o, now.mono))
+                .and_then(|o| self.cluster.heard_back_by(o))
                 .map_or(at, |a| a.max(at));
             carried.push((
                 name.clone(),
@@ -359,8 +364,9 @@ mod tests {
     /// `n0`; `n1` owns it and last answered at 101 s, the majority contact
     /// is still the previous epoch's 100 s) into epoch 11, where `n0` owns
     /// it and answers at 104.5 s; `n1` is known to have left epoch 10 at
-    /// `n1_left`.
-    fn carried_into_a_third_owner(n1_left: u64) -> (Core, ObjectName) {
+    /// `n1_left`. The latest ping `n1` answered in epoch 10, as acting or
+    /// not, was sent at `n1_heard` (101 s: that answer).
+    fn carried_into_a_third_owner(n1_left: u64, n1_heard: u64) -> (Core, ObjectName) {
         use crate::core::Config;
         use crate::local::table::{State, Ticket};
         use crate::vocab::Kind;
@@ -386,9 +392,13 @@ mod tests {
         c.epoch.leaders = vec![n1.clone(), n0.clone()];
         c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
         c.home.last_ok = Some(at(100));
-        c.peers
-            .contact
-            .insert(n1.clone(), contact(10, c.epoch.view, 101_000_000));
+        c.peers.contact.insert(
+            n1.clone(),
+            crate::cluster::Contact {
+                sent: Time::from_micros(n1_heard),
+                ..contact(10, c.epoch.view, 101_000_000)
+            },
+        );
         c.peers
             .contact
             .insert(n0.clone(), contact(10, c.epoch.view, 101_000_000));
@@ -413,7 +423,10 @@ mod tests {
         core.carry_over(now(101_400_000));
         let kept = &core.cluster.home.carried.locks[&name];
         assert_eq!(kept.owner.as_ref(), Some(&n1));
-        assert_eq!((kept.at, kept.answered), (at(100), at(101)));
+        assert_eq!(
+            (kept.at, kept.answered),
+            (at(100), Time::from_micros(n1_heard))
+        );
         // Epoch 11: the same two leaders the other way round.
         let c = &mut core.cluster;
         c.epoch.number = 11;
@@ -441,7 +454,7 @@ mod tests {
         // 101 s + the window is past 104.0 s: the old owner stopped acting
         // before it could drop the lock, which follows `n0` and outlives
         // `grace` after the majority contact of 100 s.
-        let (mut core, name) = carried_into_a_third_owner(104_000_000);
+        let (mut core, name) = carried_into_a_third_owner(104_000_000, 101_000_000);
         core.revoke_where_owner_lapsed(now(104_600_000));
         assert!(!core.cluster.home.carried.locks.contains_key(&name));
         core.revoke_where_owner_lapsed(now(105_100_000));
@@ -451,11 +464,39 @@ mod tests {
         );
         // Known to have left only after that: it ends `grace` after the
         // earlier of the two times, 100 s.
-        let (mut core, name) = carried_into_a_third_owner(104_300_000);
+        let (mut core, name) = carried_into_a_third_owner(104_300_000, 101_000_000);
         core.revoke_where_owner_lapsed(now(104_600_000));
         assert!(core.cluster.home.carried.locks.contains_key(&name));
         core.revoke_where_owner_lapsed(now(104_900_000));
         assert!(core.holds(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(
+            !core.holds(&name),
+            "kept past what its old owner vouched for"
+        );
+    }
+
+    /// An old owner that answered without acting after its last acting
+    /// answer (it resumed from a pause and answered the pings that waited,
+    /// then was cut off before the next: seed 5256) heard this agent then:
+    /// the settle window runs from that answer, while the lock still ends
+    /// `grace` after what it vouched for unless it follows its new owner.
+    #[test]
+    fn the_settle_window_runs_from_the_old_owners_latest_answer_acting_or_not() {
+        // Known to have left at 104.5 s: past 101 s + the window (3.2 s),
+        // within 101.6 s + the window.
+        let (mut core, name) = carried_into_a_third_owner(104_500_000, 101_600_000);
+        core.revoke_where_owner_lapsed(now(104_600_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(
+            core.holds(&name),
+            "revoked although its old owner heard this agent late enough"
+        );
+        // Without that later answer, the same move is too late.
+        let (mut core, name) = carried_into_a_third_owner(104_500_000, 101_000_000);
+        core.revoke_where_owner_lapsed(now(104_600_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
         core.revoke_where_owner_lapsed(now(105_000_000));
         assert!(
             !core.holds(&name),
@@ -477,7 +518,7 @@ mod tests {
         n0_moved: Option<u64>,
         plant: crate::cluster::Plant,
     ) -> (Core, ObjectName) {
-        let (mut core, name) = carried_into_a_third_owner(0);
+        let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
         core.cluster.cfg.plant = plant;
         let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
         let c = &mut core.cluster;
