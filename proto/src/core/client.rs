@@ -414,10 +414,7 @@ impl Core {
                     return list;
                 }
                 left -= 1;
-                let mode = match t.kind.mode {
-                    crate::vocab::Mode::Exclusive => "exclusive",
-                    crate::vocab::Mode::Shared => "shared",
-                };
+                let mode = t.kind.mode.as_str();
                 let when = match t.state {
                     State::Waiting { deadline } => {
                         format!("obtention {}", now.wall_of(deadline).to_utc_string())
