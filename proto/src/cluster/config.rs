@@ -65,6 +65,9 @@ pub enum Plant {
     KeepOrphans,
     /// A restarted agent starts without its record (epoch, fence).
     IgnorePersisted,
+    /// A counted request's limit is read one too high: it is granted while
+    /// as many holders as its limit hold the object.
+    CountedOneOver,
 }
 
 impl Default for ClusterConfig {
