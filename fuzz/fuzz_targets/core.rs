@@ -56,7 +56,7 @@ fn request(b: &mut Bytes<'_>, now: u64, tag: u64) -> Option<Message> {
         msg.set_u64("pid", u64::from(b.byte()? % 4) + 1);
     }
     if flags & 2 != 0 {
-        msg.set("mode", "shared");
+        msg.set("mode", b.pick(&["shared", "counted"])?);
         if flags & 4 != 0 {
             msg.set_u64("limit", u64::from(b.byte()? % 4));
         }

@@ -104,7 +104,7 @@ fn message(b: &mut Bytes<'_>, ids: &[String], epochs: &[u64]) -> Option<Message>
         m.set("key", "node2/7");
         m.set_u64("number", u64::from(b.byte()?));
         m.set("ok", b.pick(&["true", "false", "x"])?);
-        m.set("mode", b.pick(&["exclusive", "shared", "?"])?);
+        m.set("mode", b.pick(&["exclusive", "shared", "counted", "?"])?);
         m.set_u64("serial", u64::from(b.byte()?));
         m.set("active", b.pick(&["0", "1"])?);
     }

@@ -35,14 +35,35 @@ pub type ObjectName = Arc<[u8]>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TicketId(pub u64);
 
-/// READ/WRITE (`exclusive`) or READ-ONLY (`shared`).
+/// READ/WRITE (`exclusive`), READ-ONLY (`shared`), or one of a number of
+/// slots each requester counts from its own view (`counted`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
-    /// At most one holder, and no shared holder at the same time.
+    /// At most one holder, and no other holder at the same time.
     #[default]
     Exclusive,
     /// Any number of shared holders, up to every holder's own `limit`.
     Shared,
+    /// Granted while fewer holders than its own `limit` hold the object
+    /// (canal's elastic count): a counted holder's limit binds only its own
+    /// grant, never a later request's.
+    Counted,
+}
+
+impl Mode {
+    /// Shared or counted: held beside others, excluded by an exclusive holder.
+    pub fn is_shared(self) -> bool {
+        self != Mode::Exclusive
+    }
+
+    /// The `mode=` word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Shared => "shared",
+            Mode::Counted => "counted",
+        }
+    }
 }
 
 /// How a waiting exclusive request treats later shared requests.
@@ -62,10 +83,12 @@ pub enum Policy {
 /// What a ticket asks for: its mode, its limit and its policy (snaplock(7)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Kind {
-    /// Exclusive or shared.
+    /// Exclusive, shared or counted.
     pub mode: Mode,
     /// For shared tickets: most holders this request accepts sharing with
-    /// (itself included). `None`: unlimited.
+    /// (itself included), for as long as it holds. For counted tickets
+    /// (always `Some`): most holders, itself included, when it is granted.
+    /// `None`: unlimited.
     pub limit: Option<u32>,
     /// For exclusive tickets: the write policy.
     pub policy: Policy,

@@ -16,8 +16,8 @@ Usage: snaplock-cli [--socket PATH] COMMAND [ARGS...]
 Take cluster-wide named locks from the local snaplock agent (snaplockd).
 
 Commands:
-  lock [-w SECS] [-d SECS] [-n] [-s|-x] [-E CODE] NAME [--] COMMAND [ARGS...]
-  lock [-w SECS] [-d SECS] [-n] [-s|-x] [-E CODE] NAME -c SHELL-COMMAND
+  lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [-E CODE] NAME [--] COMMAND [ARGS...]
+  lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [-E CODE] NAME -c SHELL-COMMAND
       Lock NAME, run COMMAND while holding it, unlock when it exits, and exit
       with its status. COMMAND runs in its own process group, and the lock is
       held until every process of that group has ended. COMMAND gets
@@ -35,6 +35,9 @@ Commands:
       -n, --nonblock        fail at once if the lock is taken, or if the
                             agent cannot grant locks now (exit 69)
       -s, --shared          take a shared lock
+      --counted N           take a counted lock: granted while fewer than N
+                            hold NAME, N from this run's own view of the
+                            capacity (1 to 1000000)
       -x, -e, --exclusive   take an exclusive lock (the default)
       -c, --command SHELL-COMMAND
                             run SHELL-COMMAND with sh -c
@@ -118,7 +121,7 @@ pub enum Action {
     Send(SendArgs),
 }
 
-/// `lock [-w SECS] [-d SECS] [-n] [-s|-x] [-E CODE] NAME [--] COMMAND [ARGS...]`,
+/// `lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [-E CODE] NAME [--] COMMAND [ARGS...]`,
 /// or `... NAME -c SHELL-COMMAND`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockArgs {
@@ -132,6 +135,8 @@ pub struct LockArgs {
     pub try_once: bool,
     /// `-s`: shared mode.
     pub shared: bool,
+    /// `--counted N`: counted mode, with its limit.
+    pub counted: Option<u32>,
     /// `-E`: exit status on conflict or timeout.
     pub conflict_code: u8,
     /// The command and its arguments (never empty).
@@ -184,6 +189,12 @@ pub fn lock_opts() -> Options {
     );
     opts.optflag("n", "nonblock", "fail at once if the lock is taken");
     opts.optflag("s", "shared", "take a shared lock");
+    opts.optopt(
+        "",
+        "counted",
+        "take a counted lock: granted while fewer than N hold NAME",
+        "N",
+    );
     opts.optflag("x", "exclusive", "take an exclusive lock (the default)");
     opts.optflag("e", "", "take an exclusive lock (the default)");
     opts.optopt(
@@ -314,6 +325,22 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
     if exclusive && m.opt_present("shared") {
         return Err(usage("lock: -s and -x (or -e) exclude each other"));
     }
+    let counted = match m.opt_str("counted") {
+        None => None,
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if (1..=1_000_000).contains(&n) => Some(n),
+            _ => {
+                return Err(usage(format!(
+                    "--counted: '{v}' is not a number of holders from 1 to 1000000"
+                )));
+            }
+        },
+    };
+    if counted.is_some() && (exclusive || m.opt_present("shared")) {
+        return Err(usage(
+            "lock: --counted, -s and -x (or -e) exclude each other",
+        ));
+    }
     // `-c` before NAME, or after it as flock(1) writes it.
     let mut shell = m.opt_str("command").map(OsString::from);
     if shell.is_none()
@@ -353,6 +380,7 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
         lease,
         try_once: m.opt_present("nonblock") || wait.is_zero(),
         shared: m.opt_present("shared"),
+        counted,
         conflict_code,
         command,
     }))

@@ -32,6 +32,7 @@ fn lock_has_flock_like_defaults() {
     assert_eq!(l.wait, Duration::from_secs(604_800));
     assert_eq!(l.lease, Duration::from_secs(60));
     assert!(!l.try_once && !l.shared);
+    assert_eq!(l.counted, None);
     assert_eq!(l.conflict_code, 1);
     assert_eq!(l.command, os(&["true"]));
 }
@@ -267,10 +268,39 @@ fn flock_habits_are_understood() {
 }
 
 #[test]
+fn counted_takes_its_limit() {
+    for args in [
+        &["lock", "--counted", "6", "x", "cmd"][..],
+        &["lock", "--counted=6", "x", "cmd"],
+    ] {
+        let l = lock(args);
+        assert_eq!(l.counted, Some(6), "{args:?}");
+        assert!(!l.shared, "{args:?}");
+    }
+}
+
+#[test]
 fn flock_habits_that_contradict_each_other_are_refused() {
     for (args, needle) in [
         (&["lock", "-s", "-x", "x", "c"][..], "exclude each other"),
         (&["lock", "-e", "-s", "x", "c"], "exclude each other"),
+        (
+            &["lock", "--counted", "3", "-s", "x", "c"],
+            "exclude each other",
+        ),
+        (
+            &["lock", "-x", "--counted=3", "x", "c"],
+            "exclude each other",
+        ),
+        (&["lock", "--counted", "0", "x", "c"], "from 1 to 1000000"),
+        (
+            &["lock", "--counted", "1000001", "x", "c"],
+            "from 1 to 1000000",
+        ),
+        (
+            &["lock", "--counted", "many", "x", "c"],
+            "from 1 to 1000000",
+        ),
         (&["lock", "x", "-c"], "-c needs"),
         (&["lock", "x", "-c", "a", "b"], "one argument"),
         (&["lock", "-c", "a", "x", "b"], "not both"),

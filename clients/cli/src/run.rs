@@ -78,11 +78,14 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         // try-once request keeps the agent's default deadline.
         wait: (!args.try_once).then_some(args.wait),
         duration: Some(args.lease),
-        mode: if args.shared {
+        mode: if args.counted.is_some() {
+            Mode::Counted
+        } else if args.shared {
             Mode::Shared
         } else {
             Mode::Exclusive
         },
+        limit: args.counted,
         try_once: args.try_once,
         ..LockOptions::default()
     };

@@ -21,6 +21,11 @@ const SLEEP_LOOP: &str = "i=0; while [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); 
 /// A `lock` run that holds `name` until `release` exists; returns once it
 /// holds the lock.
 fn hold(agent: &Agent, dir: &TempDir, name: &str) -> Running {
+    hold_with(agent, dir, name, &[])
+}
+
+/// [`hold`] with more `lock` options.
+fn hold_with(agent: &Agent, dir: &TempDir, name: &str, options: &[&str]) -> Running {
     let held = dir.path("held");
     let release = dir.path("release");
     let script = format!(
@@ -29,7 +34,10 @@ fn hold(agent: &Agent, dir: &TempDir, name: &str) -> Running {
         release.display()
     );
     let mut cmd = agent.cli();
-    cmd.args(["lock", "-w", "5", name, "--"]).args(sh(&script));
+    cmd.args(["lock", "-w", "5"])
+        .args(options)
+        .args([name, "--"])
+        .args(sh(&script));
     let running = Running::spawn(cmd);
     wait_for_file(&held, Duration::from_secs(10));
     running
@@ -219,6 +227,28 @@ fn shared_locks_run_together() {
         "both shared holders saw each other"
     );
     assert_eq!(b.wait(BOUND).code(), 0);
+}
+
+#[test]
+fn counted_runs_count_the_holders_by_their_own_limit() {
+    let agent = Agent::start();
+    let dirs: Vec<TempDir> = (0..3)
+        .map(|i| TempDir::new(&format!("counted{i}")))
+        .collect();
+    let holders: Vec<Running> = dirs
+        .iter()
+        .map(|d| hold_with(&agent, d, "db", &["--counted", "3"]))
+        .collect();
+    // Full at 3; a run made with 6 has room.
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "-n", "--counted", "3", "db", "true"]);
+    assert_eq!(run(cmd, BOUND).code(), 1, "full at 3");
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "-n", "--counted", "6", "db", "true"]);
+    assert_eq!(run(cmd, BOUND).code(), 0, "room at 6");
+    for (d, h) in dirs.iter().zip(holders) {
+        release(d, h);
+    }
 }
 
 #[test]

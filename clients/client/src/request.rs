@@ -21,9 +21,11 @@ pub struct LockOptions {
     /// How long the lock stays held after the lease ends without `UNLOCK`
     /// (`unlock_duration=`); the agent's default is 60 s.
     pub unlock_duration: Option<Duration>,
-    /// Exclusive or shared.
+    /// Exclusive, shared or counted.
     pub mode: Mode,
     /// For a shared lock: at most this many holders, this request included.
+    /// For a counted lock (required): granted while fewer than this many
+    /// hold the object.
     pub limit: Option<u32>,
     /// For an exclusive lock: the write policy.
     pub policy: Option<Policy>,
@@ -55,8 +57,8 @@ impl LockOptions {
         if let Some(d) = self.unlock_duration {
             msg.set("unlock_duration", duration_to_wire(d));
         }
-        if self.mode == Mode::Shared {
-            msg.set("mode", "shared");
+        if self.mode != Mode::Exclusive {
+            msg.set("mode", self.mode.as_str());
         }
         if let Some(limit) = self.limit {
             msg.set_u64("limit", u64::from(limit));

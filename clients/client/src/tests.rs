@@ -410,6 +410,18 @@ fn lock_options_write_policies_and_durations_on_the_wire() {
 }
 
 #[test]
+fn a_counted_lock_writes_its_mode_and_limit() {
+    let opts = LockOptions {
+        mode: Mode::Counted,
+        limit: Some(6),
+        ..LockOptions::default()
+    };
+    let msg = opts.to_message(b"db", 1, UnixTime(10_000_000));
+    assert_eq!(msg.get_str("mode"), Some("counted"));
+    assert_eq!(msg.get_str("limit"), Some("6"));
+}
+
+#[test]
 fn vouched_for_reads_valid_for_from_the_answer_to_its_alive() {
     let (mut client, agent) = with_fake_agent(|a| {
         let req = a.read();

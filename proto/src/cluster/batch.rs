@@ -45,6 +45,7 @@ impl ReportedRef<'_> {
             match self.kind.mode {
                 Mode::Exclusive => b'x',
                 Mode::Shared => b's',
+                Mode::Counted => b'c',
             },
             self.kind.limit.unwrap_or(0),
         );
@@ -123,9 +124,11 @@ impl ReportedTicket {
         let mode = match word(input, b' ')? {
             b"x" => Mode::Exclusive,
             b"s" => Mode::Shared,
+            b"c" => Mode::Counted,
             _ => return Err(BadField("mode")),
         };
         let limit = match num(input, b' ')? {
+            0 if mode == Mode::Counted => return Err(BadField("limit")),
             0 => None,
             l => Some(u32::try_from(l).map_err(|_| BadField("limit"))?),
         };
@@ -291,8 +294,8 @@ pub struct TicketRecord {
     pub key: String,
     /// The fence it was granted with (0: not granted).
     pub fence: u64,
-    /// `mode=shared`.
-    pub shared: bool,
+    /// `mode=`.
+    pub mode: Mode,
     /// `limit=`, if any.
     pub limit: Option<u32>,
 }
@@ -317,7 +320,7 @@ pub fn ticket_records(msg: &Message, sender: &str) -> Vec<TicketRecord> {
             req: t.req,
             key: t.key.to_string(),
             fence: t.fence,
-            shared: t.kind.mode == Mode::Shared,
+            mode: t.kind.mode,
             limit: t.kind.limit,
         })
         .collect()
@@ -335,7 +338,7 @@ mod tests {
             req: n,
             key: format!("node{n}/{}", n * 7).into(),
             fence: n << 20 | n,
-            kind: match n % 3 {
+            kind: match n % 4 {
                 0 => Kind {
                     mode: Mode::Exclusive,
                     limit: None,
@@ -345,6 +348,11 @@ mod tests {
                 },
                 1 => Kind {
                     mode: Mode::Shared,
+                    limit: Some(u32::try_from(n).unwrap()),
+                    policy: Policy::Hard,
+                },
+                2 => Kind {
+                    mode: Mode::Counted,
                     limit: Some(u32::try_from(n).unwrap()),
                     policy: Policy::Hard,
                 },
@@ -458,6 +466,7 @@ mod tests {
             "1 2 x 0 h 0 - 4:name0:5:a/b/c",
             "1 2 q 0 h 0 - 4:name1:h5:a/b/c",
             "1 2 x 99999999999 h 0 - 4:name1:h5:a/b/c",
+            "1 2 c 0 h 0 - 4:name1:h5:a/b/c",
         ] {
             let mut m = good.clone();
             m.records = bad.as_bytes().to_vec();
@@ -466,5 +475,11 @@ mod tests {
         for (i, m) in cases.iter().enumerate() {
             assert!(read_batch(m, None).is_err(), "case {i} was read");
         }
+        // The same record with a limit is read: only the limit was wrong.
+        let mut m = good.clone();
+        m.records = b"1 2 c 3 h 0 - 4:name1:h5:a/b/c".to_vec();
+        m.n = 1;
+        let read = read_batch(&m, None).expect("a counted record with a limit");
+        assert_eq!(read[0].0.kind.mode, Mode::Counted);
     }
 }

@@ -70,6 +70,9 @@ pub enum Plant {
     /// carried through since (the rule before `CarriedLock::via`): the
     /// owner of such an epoch may still act there without the lock (S1).
     FollowSameOwner,
+    /// A counted request's limit is read one too high: it is granted while
+    /// as many holders as its limit hold the object.
+    CountedOneOver,
 }
 
 impl Default for ClusterConfig {

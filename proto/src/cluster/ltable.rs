@@ -76,7 +76,8 @@ pub(crate) struct LeaderObject {
 
 impl LeaderObject {
     /// Whether a follower may vote for ticket `pos` next to the ones it voted
-    /// for already: never two conflicting grants of one object at once.
+    /// for already: never two conflicting grants of one object at once
+    /// (the rule of [`crate::local::ticket::who_may_hold`], without order).
     pub(crate) fn may_also_hold(&self, pos: usize) -> bool {
         let t = &self.tickets[pos];
         let held: Vec<&LeaderTicket> = self
@@ -92,8 +93,11 @@ impl LeaderObject {
         if t.kind.mode == Mode::Exclusive || held.iter().any(|x| x.kind.mode == Mode::Exclusive) {
             return false;
         }
+        // Its own limit and every shared holder's; a counted holder's
+        // limit bound only its own grant (who_may_hold).
         let limit = held
             .iter()
+            .filter(|x| x.kind.mode == Mode::Shared)
             .chain(std::iter::once(&t))
             .filter_map(|x| x.kind.limit)
             .min()
@@ -475,6 +479,35 @@ mod tests {
         // The smallest limit of all, the asker's included, decides.
         let small = vec![held(shared(1, None)), shared(2, Some(1))];
         assert!(!object(small).may_also_hold(1), "its own limit of 1");
+        // Counted: its own view and every shared holder's limit; not the
+        // limit of a counted holder.
+        let counted = |req, limit| {
+            let mut t = shared(req, Some(limit));
+            t.kind.mode = Mode::Counted;
+            t
+        };
+        let three = vec![
+            held(counted(1, 3)),
+            held(counted(2, 3)),
+            held(counted(3, 3)),
+        ];
+        let mut t = three.clone();
+        t.push(counted(4, 3));
+        assert!(!object(t).may_also_hold(3), "a fourth at limit 3");
+        let mut t = three.clone();
+        t.push(counted(4, 6));
+        assert!(object(t).may_also_hold(3), "a fourth at limit 6");
+        let mut t = three.clone();
+        t.push(shared(4, Some(4)));
+        assert!(object(t).may_also_hold(3), "a shared fourth at limit 4");
+        let mut t = three;
+        t[0] = held(shared(1, Some(3)));
+        t.push(counted(4, 6));
+        assert!(!object(t).may_also_hold(3), "beyond a shared holder's 3");
+        let t = vec![held(counted(1, 6)), ticket("h", 2, 2)];
+        let mut t = t;
+        t[1].state = LeaderState::Waiting;
+        assert!(!object(t).may_also_hold(1), "exclusive beside counted");
     }
 
     #[test]

@@ -185,10 +185,15 @@ impl Core {
     }
 
     fn lock(&mut self, now: Now, client: ClientId, msg: &Message) {
-        let req = match request::decode_lock(msg, now, &self.config.defaults) {
+        let mut req = match request::decode_lock(msg, now, &self.config.defaults) {
             Ok(req) => req,
             Err((why, target)) => return self.refuse(client, &target, None, &why),
         };
+        if self.cluster.cfg.plant == crate::cluster::Plant::CountedOneOver
+            && req.kind.mode == crate::vocab::Mode::Counted
+        {
+            req.kind.limit = req.kind.limit.map(|l| l + 1);
+        }
         let key = self.key_of(client, req.target.pid);
         let deadline = now.mono_of(req.deadline);
         if deadline <= now.mono {
@@ -414,10 +419,7 @@ impl Core {
                     return list;
                 }
                 left -= 1;
-                let mode = match t.kind.mode {
-                    crate::vocab::Mode::Exclusive => "exclusive",
-                    crate::vocab::Mode::Shared => "shared",
-                };
+                let mode = t.kind.mode.as_str();
                 let when = match t.state {
                     State::Waiting { deadline } => {
                         format!("obtention {}", now.wall_of(deadline).to_utc_string())

@@ -489,7 +489,7 @@ impl Core {
         let lease_end = now.mono + t.duration;
         self.table
             .set_state(name, id, State::Held { fence, lease_end });
-        if t.kind.mode == crate::vocab::Mode::Shared {
+        if t.kind.mode.is_shared() {
             self.table.note_shared_grant(name, now.mono);
         }
         self.grants += 1;

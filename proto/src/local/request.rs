@@ -19,7 +19,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(7 * 86_400);
 pub const MIN_DURATION: Duration = Duration::from_secs(1);
 /// Latest obtention deadline accepted, from now: 7 days.
 pub const MAX_WAIT: Duration = MAX_DURATION;
-/// Largest `limit` of a shared request.
+/// Largest `limit` of a shared or counted request.
 pub const MAX_LIMIT: u32 = 1_000_000;
 
 /// What every request about an object carries.
@@ -138,9 +138,10 @@ pub fn decode_lock(
     let mode = match msg.get("mode") {
         None | Some(b"exclusive") => Mode::Exclusive,
         Some(b"shared") => Mode::Shared,
+        Some(b"counted") => Mode::Counted,
         Some(_) => {
             return fail(
-                Refusal::invalid("mode must be exclusive or shared"),
+                Refusal::invalid("mode must be exclusive, shared or counted"),
                 &target,
             );
         }
@@ -154,9 +155,12 @@ pub fn decode_lock(
     };
     if limit.is_some() && mode == Mode::Exclusive {
         return fail(
-            Refusal::invalid("limit applies to mode=shared only"),
+            Refusal::invalid("limit applies to mode=shared or mode=counted only"),
             &target,
         );
+    }
+    if limit.is_none() && mode == Mode::Counted {
+        return fail(Refusal::invalid("mode=counted needs limit"), &target);
     }
     let quiet = match duration_param(msg, "quiet", Duration::ZERO) {
         Ok(d) if d <= MAX_DURATION => d,
@@ -184,7 +188,7 @@ pub fn decode_lock(
             &target,
         );
     }
-    if policy != Policy::Hard && mode == Mode::Shared {
+    if policy != Policy::Hard && mode.is_shared() {
         return fail(
             Refusal::invalid("policy applies to mode=exclusive only"),
             &target,

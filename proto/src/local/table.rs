@@ -98,7 +98,7 @@ pub struct Ticket {
 pub struct Object {
     /// In bakery order: `(number, key)` ascending.
     pub tickets: Vec<Ticket>,
-    /// When a shared ticket was last granted (for `policy=timed`).
+    /// When a shared or counted ticket was last granted (for `policy=timed`).
     pub last_shared_grant: Option<Time>,
 }
 
@@ -228,7 +228,7 @@ impl Table {
         ids
     }
 
-    /// Records that a shared ticket of `name` was granted at `now`.
+    /// Records that a shared or counted ticket of `name` was granted at `now`.
     pub fn note_shared_grant(&mut self, name: &ObjectName, now: Time) {
         if let Some(object) = self.objects.get_mut(name) {
             object.last_shared_grant = Some(now);
@@ -236,23 +236,32 @@ impl Table {
     }
 
     /// INVARIANT (S1): an object has at most one exclusive holder and then no
-    /// shared holder; shared holders never exceed any holder's own limit.
+    /// other holder; its shared and counted holders never exceed any shared
+    /// holder's own limit, and some order of them gives each one at most
+    /// as many holders as its own limit (the order of their grants: each
+    /// saw room in its own view, and holders only left since), so never
+    /// more than the largest limit among them.
     pub fn holders_are_compatible(&self, name: &ObjectName) -> bool {
         let Some(object) = self.objects.get(name) else {
             return true;
         };
         let held = object.tickets.iter().filter(|t| t.state.is_held());
-        let (mut exclusive, mut shared, mut room) = (0usize, 0usize, usize::MAX);
+        let (mut exclusive, mut room) = (0usize, usize::MAX);
+        let mut limits = Vec::new();
         for t in held {
+            let limit = t.kind.limit.map_or(usize::MAX, |l| l as usize);
             match t.kind.mode {
                 Mode::Exclusive => exclusive += 1,
                 Mode::Shared => {
-                    shared += 1;
-                    room = room.min(t.kind.limit.map_or(usize::MAX, |l| l as usize));
+                    room = room.min(limit);
+                    limits.push(limit);
                 }
+                Mode::Counted => limits.push(limit),
             }
         }
-        (exclusive == 0 && shared <= room) || (exclusive == 1 && shared == 0)
+        limits.sort_unstable();
+        let ordered = (1..).zip(&limits).all(|(i, l)| i <= *l);
+        (exclusive == 0 && limits.len() <= room && ordered) || (exclusive == 1 && limits.is_empty())
     }
 
     /// The earliest armed timer.
@@ -275,5 +284,59 @@ impl Table {
 
     fn disarm(&mut self, at: Time, timer: &Timer) {
         self.timers.remove(&(at, timer.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::Policy;
+
+    fn with_holders(kinds: &[(Mode, Option<u32>)]) -> (Table, ObjectName) {
+        let mut table = Table::default();
+        let name = table.intern(b"o");
+        for (i, &(mode, limit)) in kinds.iter().enumerate() {
+            let ticket = Ticket {
+                id: TicketId(i as u64),
+                number: i as u64 + 1,
+                key: format!("k/{i}").into(),
+                owner: None,
+                uid: None,
+                tag: None,
+                kind: Kind {
+                    mode,
+                    limit,
+                    policy: Policy::Hard,
+                },
+                duration: Duration::from_secs(60),
+                unlock_duration: Duration::ZERO,
+                detach: false,
+                try_once: false,
+                state: State::Held {
+                    fence: i as u64 + 1,
+                    lease_end: Time::from_micros(60_000_000),
+                },
+            };
+            table.insert(&name, ticket);
+        }
+        (table, name)
+    }
+
+    fn compatible(kinds: &[(Mode, Option<u32>)]) -> bool {
+        let (table, name) = with_holders(kinds);
+        table.holders_are_compatible(&name)
+    }
+
+    #[test]
+    fn counted_holders_are_compatible_when_some_order_fits_each_own_limit() {
+        use Mode::{Counted, Exclusive, Shared};
+        let c = |l| (Counted, Some(l));
+        assert!(compatible(&[c(3), c(3), c(3), c(6)]), "canal's four");
+        assert!(!compatible(&[c(3), c(3), c(3), c(3)]), "four at 3");
+        assert!(!compatible(&[c(3), c(3), c(3), c(6), c(3)]), "a 4th at 3");
+        assert!(compatible(&[c(1), (Shared, None)]), "a shared one after");
+        assert!(!compatible(&[(Shared, Some(2)), c(9), c(9)]), "shared 2");
+        assert!(!compatible(&[c(9), (Exclusive, None)]), "exclusive");
+        assert!(compatible(&[(Exclusive, None)]));
     }
 }

@@ -30,34 +30,48 @@ pub struct Decision {
 
 /// Which waiting tickets may be granted now.
 ///
-/// `tickets` is in bakery order; `last_shared_grant` is when a shared ticket
-/// of this object was last granted. The rules (snaplock(7), LOCK KINDS):
+/// `tickets` is in bakery order; `last_shared_grant` is when a shared or
+/// counted ticket of this object was last granted. The rules (snaplock(7),
+/// LOCK KINDS), where *holders* counts every shared and counted holder:
 ///
 /// - an exclusive ticket is granted when nothing is held and no exclusive
 ///   ticket ahead of it waits (exclusive tickets never pass each other);
 /// - a shared ticket is granted when no exclusive ticket is held, every
-///   ticket ahead of it is held or is a soft/timed exclusive it may pass,
-///   and one more holder keeps every holder within its own limit;
-/// - a soft or timed exclusive waits while any shared ticket is held; a
-///   timed one also until `quiet` has passed since the last shared grant;
-///   a hard one blocks every ticket behind it.
+///   ticket ahead of it is held, is a soft/timed exclusive it may pass or
+///   is a counted ticket, and holders + 1 is within its own limit and
+///   every shared holder's;
+/// - a counted ticket is granted under the same conditions: holders + 1
+///   within its own limit (its own view) and every shared holder's. Its
+///   limit binds only this grant: later requests are not held to it, and
+///   a counted ticket that waits keeps no place (canal has no queue), so
+///   it never blocks the tickets behind it;
+/// - a soft or timed exclusive waits while any shared or counted ticket is
+///   held; a timed one also until `quiet` has passed since the last shared
+///   or counted grant; a hard one blocks every ticket behind it.
 ///
 /// INVARIANT: granting what this returns never gives an object two
-/// exclusive holders, an exclusive and a shared holder, or more shared
-/// holders than any of them allows (checked by `debug_assert!` in the table
-/// and by the tests below).
+/// exclusive holders or an exclusive holder beside another; never more
+/// holders than any shared holder's limit; and never more holders than the
+/// limit of the ticket just granted (so, at any time, never more holders
+/// than the largest limit among them: the latest granted saw room in its
+/// own view, and holders only left since). Checked by `debug_assert!` in
+/// the table and by the tests below.
 pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time) -> Decision {
     let mut decision = Decision::default();
     let mut exclusive_held = false;
-    let mut shared_held: u64 = 0;
-    let mut shared_room = u64::MAX; // smallest limit among shared holders
+    // Shared and counted holders.
+    let mut holders: u64 = 0;
+    // The smallest limit among shared holders: their promise. A counted
+    // holder's limit is not one.
+    let mut shared_room = u64::MAX;
     for t in tickets.iter().filter(|t| t.held) {
         match t.kind.mode {
             Mode::Exclusive => exclusive_held = true,
             Mode::Shared => {
-                shared_held += 1;
+                holders += 1;
                 shared_room = shared_room.min(t.kind.limit_or_max());
             }
+            Mode::Counted => holders += 1,
         }
     }
     // Set once a ticket ahead stays waiting and later tickets may not pass it.
@@ -79,13 +93,13 @@ pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time
                     _ => None,
                 };
                 let quiet_ok = quiet_until.is_none_or(|q| q <= now);
-                if !exclusive_waiting && !exclusive_held && shared_held == 0 && quiet_ok {
+                if !exclusive_waiting && !exclusive_held && holders == 0 && quiet_ok {
                     decision.grant.push(i);
                     exclusive_held = true;
                     blocked = true;
                     continue;
                 }
-                if !exclusive_waiting && !exclusive_held && shared_held == 0 {
+                if !exclusive_waiting && !exclusive_held && holders == 0 {
                     decision.recheck_at = quiet_until;
                 }
                 exclusive_waiting = true;
@@ -95,12 +109,19 @@ pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time
             }
             Mode::Shared => {
                 let room = shared_room.min(t.kind.limit_or_max());
-                if !exclusive_held && shared_held < room {
+                if !exclusive_held && holders < room {
                     decision.grant.push(i);
-                    shared_held += 1;
+                    holders += 1;
                     shared_room = room;
                 } else {
                     blocked = true;
+                }
+            }
+            Mode::Counted => {
+                let room = shared_room.min(t.kind.limit_or_max());
+                if !exclusive_held && holders < room {
+                    decision.grant.push(i);
+                    holders += 1;
                 }
             }
         }
@@ -248,8 +269,111 @@ mod tests {
         assert_eq!(d.grant, vec![0]);
     }
 
+    fn counted(limit: u32, held: bool) -> View {
+        View {
+            kind: Kind {
+                mode: Mode::Counted,
+                limit: Some(limit),
+                policy: Policy::Hard,
+            },
+            held,
+        }
+    }
+
+    /// canal's resize: three holders made with capacity 3; a request made
+    /// with capacity 6 sees room, one made with 3 does not.
+    #[test]
+    fn a_counted_ticket_is_granted_by_its_own_view() {
+        let three = [counted(3, true), counted(3, true), counted(3, true)];
+        let mut t = three.to_vec();
+        t.push(counted(3, false));
+        assert_eq!(grants(&t), Vec::<usize>::new(), "full at 3");
+        t.push(counted(6, false));
+        assert_eq!(grants(&t), vec![4], "room at 6, past the one full at 3");
+        let mut t = three.to_vec();
+        t.extend([counted(6, false), counted(6, false), counted(6, false)]);
+        t.extend([counted(6, false), counted(3, false)]);
+        assert_eq!(grants(&t), vec![3, 4, 5], "up to 6 holders, no more");
+    }
+
+    #[test]
+    fn a_counted_holders_limit_binds_no_later_request() {
+        let t = [counted(1, true), counted(2, false), shared(Some(3), false)];
+        assert_eq!(grants(&t), vec![1, 2]);
+        let t = [counted(1, true), shared(None, false), excl(false)];
+        assert_eq!(grants(&t), vec![1]);
+    }
+
+    #[test]
+    fn a_shared_holders_limit_binds_counted_requests_and_counted_holders_count() {
+        let t = [shared(Some(2), true), counted(5, true), counted(5, false)];
+        assert_eq!(grants(&t), Vec::<usize>::new(), "the shared holder's 2");
+        let t = [counted(5, true), counted(5, true), shared(Some(2), false)];
+        assert_eq!(grants(&t), Vec::<usize>::new(), "2 counted holders count");
+        let t = [
+            counted(5, true),
+            shared(Some(3), false),
+            counted(5, false),
+            counted(5, false),
+        ];
+        assert_eq!(grants(&t), vec![1, 2], "3 holders fill the shared one's 3");
+    }
+
+    #[test]
+    fn a_waiting_counted_ticket_keeps_no_place() {
+        let t = [
+            counted(1, true),
+            counted(1, false),
+            counted(2, false),
+            shared(Some(3), false),
+        ];
+        assert_eq!(grants(&t), vec![2, 3]);
+        // A waiting shared ticket keeps its place, counted ones included.
+        let t = [
+            shared(Some(1), true),
+            shared(Some(2), false),
+            counted(9, false),
+        ];
+        assert_eq!(grants(&t), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn counted_tickets_and_exclusive_ones_exclude_each_other() {
+        assert_eq!(
+            grants(&[excl(true), counted(5, false)]),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            grants(&[counted(5, true), excl(false)]),
+            Vec::<usize>::new()
+        );
+        assert_eq!(grants(&[counted(5, false), excl(false)]), vec![0]);
+        // A hard exclusive waiting keeps counted tickets behind it waiting,
+        // a soft one lets them pass.
+        let t = [counted(5, true), excl(false), counted(5, false)];
+        assert_eq!(grants(&t), Vec::<usize>::new());
+        let t = [
+            counted(5, true),
+            excl_policy(Policy::Soft),
+            counted(5, false),
+        ];
+        assert_eq!(grants(&t), vec![2]);
+    }
+
+    #[test]
+    fn a_timed_exclusive_ticket_waits_while_a_counted_ticket_is_held() {
+        let quiet = Duration::from_secs(2);
+        let granted_at = Time::from_micros(10_000_000);
+        let t = [counted(3, true), excl_policy(Policy::Timed { quiet })];
+        let d = who_may_hold(&t, Some(granted_at), granted_at + quiet);
+        assert_eq!(d.grant, Vec::<usize>::new());
+        let t = [counted(3, true), excl_policy(Policy::Soft)];
+        assert_eq!(grants(&t), Vec::<usize>::new());
+    }
+
     /// Every combination of up to five tickets: the grants never break
-    /// exclusion or any holder's limit.
+    /// exclusion, any shared holder's limit, or the limit of a counted
+    /// ticket at its grant.
     #[test]
     fn no_ordered_list_leads_to_a_conflicting_grant() {
         let choices = [
@@ -261,6 +385,10 @@ mod tests {
             shared(Some(1), false),
             shared(Some(2), false),
             shared(Some(2), true),
+            counted(1, false),
+            counted(2, false),
+            counted(3, false),
+            counted(2, true),
         ];
         let mut list = Vec::new();
         fn walk(list: &mut Vec<View>, choices: &[View], depth: usize) {
@@ -274,48 +402,53 @@ mod tests {
                 list.pop();
             }
         }
+        fn shared_limits(v: &[View]) -> usize {
+            v.iter()
+                .filter(|t| t.held && t.kind.mode == Mode::Shared)
+                .filter_map(|t| t.kind.limit)
+                .map(|l| l as usize)
+                .min()
+                .unwrap_or(usize::MAX)
+        }
         fn check(list: &[View]) {
-            let held_before: Vec<View> = list.iter().copied().filter(|t| t.held).collect();
-            let excl_before = held_before
+            let held_before = list.iter().filter(|t| t.held).count();
+            let excl_before = list
                 .iter()
-                .filter(|t| t.kind.mode == Mode::Exclusive)
+                .filter(|t| t.held && t.kind.mode == Mode::Exclusive)
                 .count();
-            let shared_before = held_before.len() - excl_before;
-            let before_ok = excl_before == 0 || (excl_before == 1 && shared_before == 0);
+            let before_ok = (excl_before == 0 && held_before <= shared_limits(list))
+                || (excl_before == 1 && held_before == 1);
             let d = who_may_hold(list, None, Time::ZERO);
             let mut after = list.to_vec();
-            for &i in &d.grant {
+            for (k, &i) in d.grant.iter().enumerate() {
                 assert!(!after[i].held, "{list:?}: granted a held ticket");
                 after[i].held = true;
+                // Each grant, in order, within its own limit.
+                let count = held_before + k + 1;
+                if before_ok && after[i].kind.mode == Mode::Counted {
+                    let l = after[i].kind.limit.expect("counted has a limit") as usize;
+                    assert!(count <= l, "{list:?} -> {:?}", d.grant);
+                }
             }
-            let holders: Vec<View> = after.iter().copied().filter(|t| t.held).collect();
-            let n_excl = holders
-                .iter()
-                .filter(|t| t.kind.mode == Mode::Exclusive)
-                .count();
-            let n_shared = holders.len() - n_excl;
-            if !before_ok
-                || held_before
-                    .iter()
-                    .any(|t| t.kind.limit.is_some_and(|l| (l as usize) < shared_before))
-            {
-                // An impossible starting state: only require no new grant of
-                // an exclusive ticket beside holders.
+            if !before_ok {
+                // An impossible starting state.
                 return;
             }
+            let holders = after.iter().filter(|t| t.held).count();
+            let n_excl = after
+                .iter()
+                .filter(|t| t.held && t.kind.mode == Mode::Exclusive)
+                .count();
             assert!(
-                n_excl == 0 || (n_excl == 1 && n_shared == 0),
+                n_excl == 0 || (n_excl == 1 && holders == 1),
                 "{list:?} -> {:?}",
                 d.grant
             );
-            for h in &holders {
-                if let Some(l) = h.kind.limit {
-                    if d.grant.is_empty() {
-                        continue;
-                    }
-                    assert!(n_shared <= l as usize, "{list:?} -> {:?}", d.grant);
-                }
-            }
+            assert!(
+                n_excl == 1 || holders <= shared_limits(&after),
+                "{list:?} -> {:?}",
+                d.grant
+            );
         }
         walk(&mut list, &choices, 5);
     }

@@ -200,6 +200,60 @@ fn try_and_busy_come_back_from_the_owner_leader() {
     assert_eq!(got.get_str("error"), Some("busy"), "{got}");
 }
 
+/// The reply to one `LOCK` line sent by client `c`: `LOCKED` or the
+/// `error=` of `LOCKFAILED`.
+fn lock_outcome(net: &mut Net, c: u64, line: &str) -> String {
+    net.send(c, line);
+    let got = net.wait_reply(c, Duration::from_secs(2)).expect("answered");
+    match got.command.as_str() {
+        "LOCKED" => "LOCKED".to_owned(),
+        _ => got.get_str("error").unwrap_or("?").to_owned(),
+    }
+}
+
+#[test]
+fn counted_locks_follow_each_requests_own_view_across_agents_and_a_failover() {
+    let mut net = Net::new(3, 21);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    // Clients on nodes 0 and 1; node 2, a leader, fails later.
+    let c: Vec<u64> = (0..8).map(|i| net.open(i % 2)).collect();
+    let at = |limit: u32| format!("LOCK object_name=db;mode=counted;limit={limit};try=true");
+    // canal's sequence: three at 3, full at 3, a fourth at 6, full at 3.
+    for &client in &c[..3] {
+        assert_eq!(lock_outcome(&mut net, client, &at(3)), "LOCKED");
+    }
+    assert_eq!(lock_outcome(&mut net, c[4], &at(3)), "busy");
+    assert_eq!(lock_outcome(&mut net, c[3], &at(6)), "LOCKED");
+    assert_eq!(lock_outcome(&mut net, c[4], &at(3)), "busy");
+    // The four holders cross a failover, their kind with them: still full
+    // at 3, and at 6 there is room for two more, not three.
+    net.crash(2);
+    net.run_until(Duration::from_secs(20), |n| {
+        n.info(0)
+            .get_str("leaders")
+            .is_some_and(|l| l.split(',').count() == 2)
+            && n.info(0).get_str("ready") == Some("true")
+    });
+    // Past any lock-delay.
+    net.run_for(Duration::from_secs(10));
+    assert_eq!(lock_outcome(&mut net, c[4], &at(3)), "busy");
+    assert_eq!(lock_outcome(&mut net, c[4], &at(6)), "LOCKED");
+    assert_eq!(lock_outcome(&mut net, c[5], &at(6)), "LOCKED");
+    assert_eq!(lock_outcome(&mut net, c[6], &at(6)), "busy");
+    // A shared holder's limit binds counted requests: after two leave, a
+    // shared request at 5 joins the four left, and then a counted one at
+    // 9 finds no room.
+    for &client in &c[4..6] {
+        net.send(client, "UNLOCK object_name=db");
+        assert!(net.wait_reply(client, Duration::from_secs(2)).is_some());
+    }
+    // The owner hears of the releases after the holders' agents answered.
+    net.run_for(Duration::from_millis(500));
+    let shared = "LOCK object_name=db;mode=shared;limit=5;try=true";
+    assert_eq!(lock_outcome(&mut net, c[6], shared), "LOCKED");
+    assert_eq!(lock_outcome(&mut net, c[7], &at(9)), "busy");
+}
+
 #[test]
 fn a_killed_leader_is_replaced_and_held_locks_stay_exclusive() {
     let mut net = Net::new(3, 5);

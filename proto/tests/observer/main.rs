@@ -3,7 +3,8 @@
 //!
 //! After every step the observer checks:
 //! - exclusion: an exclusive holder never overlaps another holder of the
-//!   object; shared holders never exceed any granted request's own limit;
+//!   object; shared and counted holders never exceed any shared holder's
+//!   own limit, nor a counted request's own limit at its grant;
 //! - fences strictly increase per object in grant order; EXTEND keeps it;
 //! - every request has at most one outcome (LOCKED or LOCKFAILED), and
 //!   `UNLOCKED error=timedout` comes only to a holder, at its lease end;

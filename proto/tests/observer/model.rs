@@ -38,7 +38,10 @@ struct Req {
     uid: u32,
     object: usize,
     key: String,
+    /// Shared or counted.
     shared: bool,
+    /// Counted: its limit binds only its own grant.
+    counted: bool,
     limit: Option<u32>,
     quiet: Option<Micros>,
     detach: bool,
@@ -444,8 +447,11 @@ impl Driver {
                 "shared {msg} while an exclusive lock is held: {holders:?}"
             ));
         }
+        // Its own limit and every shared holder's: a counted holder's
+        // limit bound only its own grant.
         let room = holders
             .iter()
+            .filter(|h| !h.counted)
             .chain([&r])
             .filter_map(|h| h.limit)
             .min()

@@ -39,11 +39,16 @@ pub enum Mode {
         /// Most holders this request accepts, itself included.
         limit: Option<u32>,
     },
+    /// `mode=counted`, with its own `limit`.
+    Counted {
+        /// Most holders, itself included, when it is granted.
+        limit: u32,
+    },
 }
 
 impl Mode {
     fn conflicts(self, other: Mode) -> bool {
-        !matches!((self, other), (Mode::Shared { .. }, Mode::Shared { .. }))
+        self == Mode::Exclusive || other == Mode::Exclusive
     }
 }
 
@@ -161,6 +166,7 @@ impl Grant {
             Mode::Exclusive => "exclusive".to_owned(),
             Mode::Shared { limit: None } => "shared".to_owned(),
             Mode::Shared { limit: Some(l) } => format!("shared limit {l}"),
+            Mode::Counted { limit } => format!("counted limit {limit}"),
         };
         format!(
             "{id} on node {} ({mode}, fence {}) held from {} to {} (lease end {}, protected to {}, released {})",
@@ -384,12 +390,14 @@ impl Checker {
                 ));
             }
         }
-        if let Mode::Shared { .. } = g.mode {
+        if g.mode != Mode::Exclusive {
+            // Shared and counted holders all count; every shared holder's
+            // limit binds while it holds.
             let sharing: Vec<(ReqId, &Grant)> = held
                 .iter()
                 .copied()
                 .chain(std::iter::once((req, g)))
-                .filter(|(_, x)| matches!(x.mode, Mode::Shared { .. }))
+                .filter(|(_, x)| x.mode != Mode::Exclusive)
                 .collect();
             let count = sharing.len() as u64;
             for (id, x) in &sharing {
@@ -398,12 +406,37 @@ impl Checker {
                         found.push((
                             "S1",
                             format!(
-                                "{count} shared holders, beyond the limit of {}",
+                                "{count} shared or counted holders, beyond the limit of {}",
                                 x.describe(*id)
                             ),
                         ));
                     }
                 }
+            }
+            // A counted holder's limit bound its own grant only, at a count
+            // the service decided in an order clients need not see (two
+            // grants decided together are delivered in any order). Some
+            // order of the holders must give each one at most as many
+            // holders as its own limit, itself included: the i-th smallest
+            // limit is at least i. (The largest is then at least the count.)
+            let mut limits: Vec<u64> = sharing
+                .iter()
+                .filter_map(|(_, x)| match x.mode {
+                    Mode::Counted { limit } => Some(u64::from(limit)),
+                    Mode::Shared { limit } => Some(limit.map_or(u64::MAX, u64::from)),
+                    Mode::Exclusive => None,
+                })
+                .collect();
+            limits.sort_unstable();
+            if let Some((place, limit)) = (1u64..).zip(&limits).find(|(i, l)| **l < *i) {
+                found.push((
+                    "S1",
+                    format!(
+                        "{count} shared or counted holders: {place} of them with limits of \
+                         at most {limit}, so one was granted beyond its own limit ({} now)",
+                        g.describe(req)
+                    ),
+                ));
             }
         }
         if obj.fences.contains(&g.fence) {
@@ -414,7 +447,7 @@ impl Checker {
         }
         let floor = match g.mode {
             Mode::Exclusive => obj.max_ended_any,
-            Mode::Shared { .. } => obj.max_ended_exclusive,
+            Mode::Shared { .. } | Mode::Counted { .. } => obj.max_ended_exclusive,
         };
         if let Some(floor) = floor {
             if g.fence <= floor {

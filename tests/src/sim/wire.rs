@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use snaplock_proto::cluster::{TicketRecord, ticket_records};
+use snaplock_proto::vocab::Mode;
 use snaplock_proto::wire::Message;
 
 /// (epoch, agent id) pairs: who voted, or who installed a state, in which
@@ -44,9 +45,9 @@ pub struct Wire {
     /// (object, fence) → (epoch, leader id) of every leader that installed a
     /// state holding that grant (the collector, and the leaders it sent it).
     states: BTreeMap<(Vec<u8>, u64), Backers>,
-    /// (object, home, req) → (exclusive, limit) of every ticket a leader was
+    /// (object, home, req) → (mode, limit) of every ticket a leader was
     /// told of (`ADDTICKET`).
-    kinds: BTreeMap<(Vec<u8>, String, u64), (bool, u64)>,
+    kinds: BTreeMap<(Vec<u8>, String, u64), (Mode, u64)>,
     /// (voter id, object) → the tickets (home, req) it stands behind with a
     /// yes vote, and the epoch of that vote; a `DROPTICKET` it receives
     /// ends one, and a vote of a later epoch all older ones.
@@ -169,10 +170,14 @@ impl Wire {
                 if let (Some(object), Some(home), Some(req)) =
                     (msg.get("object_name"), msg.get_str("home"), num(msg, "req"))
                 {
-                    let exclusive = msg.get("mode") != Some(b"shared");
+                    let mode = match msg.get("mode") {
+                        Some(b"shared") => Mode::Shared,
+                        Some(b"counted") => Mode::Counted,
+                        _ => Mode::Exclusive,
+                    };
                     let limit = num(msg, "limit").unwrap_or(u64::MAX);
                     self.kinds
-                        .insert((object.to_vec(), home.to_owned(), req), (exclusive, limit));
+                        .insert((object.to_vec(), home.to_owned(), req), (mode, limit));
                 }
             }
             "LOCKTICKETS" => {
@@ -180,10 +185,8 @@ impl Wire {
                 let tickets = ticket_records(msg, &sender);
                 for t in &tickets {
                     let limit = t.limit.map_or(u64::MAX, u64::from);
-                    self.kinds.insert(
-                        (t.object.clone(), t.home.clone(), t.req),
-                        (!t.shared, limit),
-                    );
+                    self.kinds
+                        .insert((t.object.clone(), t.home.clone(), t.req), (t.mode, limit));
                 }
                 self.note_state(to, msg, &tickets);
             }
@@ -260,11 +263,21 @@ impl Wire {
             return Ok(());
         }
         // A ticket whose kind never crossed the wire is not judged.
-        let Some(kinds) = votes.iter().map(kind).collect::<Option<Vec<(bool, u64)>>>() else {
+        let Some(kinds) = votes.iter().map(kind).collect::<Option<Vec<(Mode, u64)>>>() else {
             return Ok(());
         };
-        let exclusive = kinds.iter().any(|(x, _)| *x);
-        let limit = kinds.iter().map(|(_, l)| *l).min().unwrap_or(u64::MAX);
+        let exclusive = kinds.iter().any(|(m, _)| *m == Mode::Exclusive);
+        // Every shared ticket's limit, and the limit of the one voted for
+        // now when it is counted: a counted ticket's limit bound only the
+        // vote for it (a later vote for it is judged again).
+        let own = kind(&(home.to_owned(), req)).filter(|(m, _)| *m == Mode::Counted);
+        let limit = kinds
+            .iter()
+            .filter(|(m, _)| *m == Mode::Shared)
+            .chain(own.as_ref())
+            .map(|(_, l)| *l)
+            .min()
+            .unwrap_or(u64::MAX);
         if exclusive || votes.len() as u64 > limit {
             return Err(format!(
                 "{id} voted in epoch {epoch} for {votes:?} of {} at once, which conflict",

@@ -499,10 +499,7 @@ fn put_ids(m: &mut Message, keys: [&'static str; MAX_LEADERS], ids: &[Id]) {
 
 /// Writes a ticket's kind.
 pub(crate) fn put_kind(msg: &mut Message, kind: &Kind) {
-    match kind.mode {
-        Mode::Exclusive => msg.set("mode", "exclusive"),
-        Mode::Shared => msg.set("mode", "shared"),
-    }
+    msg.set("mode", kind.mode.as_str());
     if let Some(limit) = kind.limit {
         msg.set_u64("limit", u64::from(limit));
     }
@@ -523,6 +520,7 @@ pub(crate) fn put_kind(msg: &mut Message, kind: &Kind) {
 pub(crate) fn kind_of(msg: &Message) -> Result<Kind, BadField> {
     let mode = match msg.get("mode") {
         Some(b"shared") => Mode::Shared,
+        Some(b"counted") => Mode::Counted,
         Some(b"exclusive") | None => Mode::Exclusive,
         Some(_) => return Err(BadField("mode")),
     };
@@ -535,6 +533,9 @@ pub(crate) fn kind_of(msg: &Message) -> Result<Kind, BadField> {
                 .ok_or(BadField("limit"))?,
         ),
     };
+    if mode == Mode::Counted && limit.is_none() {
+        return Err(BadField("limit"));
+    }
     let policy = match msg.get("policy") {
         None | Some(b"hard") => Policy::Hard,
         Some(b"soft") => Policy::Soft,

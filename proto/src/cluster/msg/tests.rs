@@ -113,6 +113,16 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             number: 2,
             kind: Kind::EXCLUSIVE,
         },
+        PeerMsg::AddTicket {
+            at: at(),
+            key: "beta/2".to_owned(),
+            number: 3,
+            kind: Kind {
+                mode: Mode::Counted,
+                limit: Some(6),
+                policy: Policy::Hard,
+            },
+        },
         PeerMsg::ActivateLock {
             at: at(),
             fence: 99,
@@ -197,6 +207,10 @@ fn a_missing_or_bad_field_is_named() {
         ),
         (
             "ADDTICKET epoch=1;object_name=o;home=h;req=2;key=k;number=1;limit=0",
+            "limit",
+        ),
+        (
+            "ADDTICKET epoch=1;object_name=o;home=h;req=2;key=k;number=1;mode=counted",
             "limit",
         ),
         (

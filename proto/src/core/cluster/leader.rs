@@ -12,7 +12,7 @@ use crate::cluster::votes::{self, Ballot, Tally, Widen};
 use crate::core::Core;
 use crate::local::ticket::{View, who_may_hold};
 use crate::time::Now;
-use crate::vocab::{Mode, ObjectName};
+use crate::vocab::ObjectName;
 use std::collections::BTreeSet;
 
 impl Core {
@@ -450,7 +450,7 @@ impl Core {
         match ballot.tally(all, majority, acting, plant) {
             Tally::Grant => {
                 t.state = LeaderState::Held { fence };
-                if t.kind.mode == Mode::Shared {
+                if t.kind.mode.is_shared() {
                     o.last_shared_grant = Some(now.mono);
                 }
                 let at = TicketAt {

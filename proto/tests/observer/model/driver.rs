@@ -174,9 +174,15 @@ impl Driver {
             msg.set_u64("pid", u64::from(p));
         }
         let shared = self.rng.random_bool(0.5);
+        let mut counted = false;
         let mut limit = None;
         let mut quiet = None;
-        if shared {
+        if shared && self.rng.random_bool(0.3) {
+            counted = true;
+            limit = Some(self.rng.random_range(1..5));
+            msg.set("mode", "counted");
+            msg.set_u64("limit", u64::from(limit.unwrap_or(1)));
+        } else if shared {
             msg.set("mode", "shared");
             if self.rng.random_bool(0.4) {
                 limit = Some(self.rng.random_range(1..4));
@@ -249,6 +255,7 @@ impl Driver {
                 object,
                 key,
                 shared,
+                counted,
                 limit,
                 quiet,
                 detach,
