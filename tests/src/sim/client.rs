@@ -262,7 +262,7 @@ impl World {
                 msg.set_u64("limit", u64::from(l));
             }
             Mode::Shared { limit }
-        } else if self.workers[w].rng.chance(200_000) {
+        } else if self.opts.counted && self.workers[w].rng.chance(200_000) {
             // Views of 1 to 4 slots on one object: holders made with a
             // small view meet requests made with a larger one and back.
             let limit = self.workers[w].rng.between(1, 4) as u32;
