@@ -569,8 +569,8 @@ mod tests {
     /// The owner of epoch 12 is the owner of epoch 10, but epoch 11, which
     /// the lock was carried through, had another owner, `n0`, that never
     /// answered this agent there: its table need not have had the lock (a
-    /// state with a lock-delay, from about 101 s − stretch(peer_timeout)
-    /// + `lock_delay` ≈ 106.5 s on), or dropped this agent's ticket
+    /// state with a lock-delay, from about 101 s − stretch(peer_timeout) +
+    /// `lock_delay` ≈ 106.5 s on), or dropped this agent's ticket
     /// (`release_delay` after its state was built, no earlier than about
     /// 100 s). It may act in 11 until stretch(peer_timeout) after the
     /// quorum of 12 left 11, up to some 107 s. Unless `n0` is known to
