@@ -158,12 +158,16 @@ impl Cluster {
 
     /// The send time of the latest ping `owner`, a leader of this view,
     /// answered as an acting leader (for this agent itself: now, while it
-    /// acts as a ready leader).
+    /// acts as a ready leader whose table counts its own report, as it
+    /// would answer another agent `active=1`: a table that does not count
+    /// it need not have its locks, and a lock carried in would follow an
+    /// owner that grants its object again; S1, seed 7453).
     pub(crate) fn answered_by(&self, owner: &Id, now: Time) -> Option<Time> {
         let c = self;
         if *owner == c.me {
-            let ready = c.leader.table.as_ref().is_some_and(|l| l.ready);
-            return (ready && self.acting(now)).then_some(now);
+            let counted = (c.leader.table.as_ref())
+                .is_some_and(|l| l.ready && l.reporters.contains(&c.me));
+            return (counted && self.acting(now)).then_some(now);
         }
         c.peers
             .contact
@@ -343,6 +347,17 @@ mod tests {
         );
         let view = c.epoch.view;
         answers(&mut c, "n1", 101, view);
+        // Acting, but its table does not count its own report (late, and
+        // holding a lock on its own object the state does not have): it
+        // vouches for nothing, as it answers another such home
+        // `active=0` (S1, seed 7453).
+        assert_eq!(
+            c.answered_by(&me, at(102)),
+            None,
+            "acting, its own report not counted"
+        );
+        let l = c.leader.table.as_mut().unwrap();
+        l.reporters.insert(me.clone());
         assert_eq!(c.answered_by(&me, at(102)), Some(at(102)), "acting: now");
     }
 }
