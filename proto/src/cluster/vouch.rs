@@ -165,8 +165,8 @@ impl Cluster {
     pub(crate) fn answered_by(&self, owner: &Id, now: Time) -> Option<Time> {
         let c = self;
         if *owner == c.me {
-            let counted = (c.leader.table.as_ref())
-                .is_some_and(|l| l.ready && l.reporters.contains(&c.me));
+            let counted =
+                (c.leader.table.as_ref()).is_some_and(|l| l.ready && l.reporters.contains(&c.me));
             return (counted && self.acting(now)).then_some(now);
         }
         c.peers
