@@ -67,6 +67,21 @@ pub(crate) struct Carried {
     /// The old owners (by address) for which enough members were known to
     /// have left when the entries were last walked.
     pub(crate) settled_for: Vec<SocketAddr>,
+    /// When this agent first learnt that a leader of the epoch it moved to
+    /// acts (the arrival of its first `active=1` answer, or this agent's own
+    /// acting): a leader acts only while a quorum of members answers it in
+    /// its epoch, so by then a quorum had left every earlier epoch, and no
+    /// owner there could gather a quorum's answers any more (it stops
+    /// acting at most `stretch(peer_timeout)` later, like after
+    /// [`Carried::others_left_by`]).
+    pub(crate) quorum_moved: Option<Time>,
+    /// Per member (this agent included), the latest time it was known to
+    /// be in an epoch older than the one this agent moved to: the send
+    /// time of the latest ping it answered in one (for this agent, when
+    /// it moved). It reported to the new epoch only after that, so that
+    /// epoch's state was built no earlier than
+    /// [`Carried::built_not_before`].
+    pub(crate) before: BTreeMap<SocketAddr, Time>,
 }
 
 impl Carried {
@@ -117,6 +132,39 @@ impl Carried {
         }
     }
 
+    /// `member` answered a ping sent at `sent` in an epoch older than the
+    /// one this agent moved to.
+    pub(crate) fn answered_before(&mut self, member: SocketAddr, sent: Time) {
+        let t = self.before.entry(member).or_insert(sent);
+        *t = (*t).max(sent);
+    }
+
+    /// The earliest time the state of the epoch this agent moved to can
+    /// have been built (by this agent's clock; `None`: unknown). Its
+    /// collector builds it from the reports of `quorum` members, each sent
+    /// after that member moved to it. `members - quorum + 1` members known
+    /// to be in an older epoch at or after a time leave fewer than a
+    /// quorum to report before it, so one of them is in every quorum of
+    /// reporters: the state was built after the latest time that
+    /// `members - quorum + 1` members share. Its leaders count every home
+    /// in it as heard when they install it, so none drops a lock in it
+    /// `release_delay` after less than this (and a state with a lock-delay
+    /// grants nothing for even longer).
+    pub(crate) fn built_not_before(&self, members: usize, quorum: usize) -> Option<Time> {
+        let need = (members + 1).checked_sub(quorum)?.max(1);
+        let mut times: Vec<Time> = self.before.values().copied().collect();
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        times.get(need - 1).copied()
+    }
+
+    /// A leader of the epoch this agent moved to was found acting at `now`
+    /// (only the first time counts: the earliest evidence).
+    pub(crate) fn quorum_acts(&mut self, now: Time) {
+        if self.quorum_moved.is_none() && !self.locks.is_empty() {
+            self.quorum_moved = Some(now);
+        }
+    }
+
     /// When `old` itself was known to have left the epoch: it stopped
     /// acting there when it adopted a later one, at or before then.
     pub(crate) fn moved_by(&self, old: SocketAddr) -> Option<Time> {
@@ -125,7 +173,8 @@ impl Carried {
 
     /// When so many members other than `old` were known to have left the
     /// epoch (`members - quorum + 1`) that `old` could no longer gather a
-    /// quorum's answers in it.
+    /// quorum's answers in it, or a quorum was known to act in a later one
+    /// ([`Carried::quorum_moved`]), whichever came first.
     pub(crate) fn others_left_by(
         &self,
         old: SocketAddr,
@@ -138,7 +187,8 @@ impl Carried {
             .map(|(_, t)| *t)
             .collect();
         times.sort_unstable();
-        need.and_then(|n| times.get(n - 1).copied())
+        let others = need.and_then(|n| times.get(n - 1).copied());
+        [others, self.quorum_moved].into_iter().flatten().min()
     }
 }
 

@@ -4,39 +4,48 @@
 
 /// One-computer runs that still break R1, each with what it shows; a
 /// sweep fails on any other.
-pub const R1_OPEN: [(u64, &str); 9] = [
+pub const R1_OPEN: [(u64, &str); 4] = [
     (
         5952,
         "R1: the open cause of 1614, cut off one way: the conductor, not heard, elected a three-leader epoch over answers 0.5 s old; the others adopted it when the cut healed 30 s later, a lock moved from a healthy owner (vouched for from 197.2 s) to the conductor, which lacked that epoch's state (its link to the collector came up 1.9 s after the heal), acted only in the next epoch, 2.26 s after the heal, and was cut off again 22 ms later, before it answered the holder's agent; revoked at 202.14 s",
     ),
     (
         123,
-        "R1: a lock carried X -> Y -> X' (owners n4, n0, n4) whose Y owner, the victim, never answered its agent in Y (link down): it follows only on the others' leaving Y by at + settle_window, which came 0.3 s late (CarriedLock::via; the same-owner shortcut kept it)",
-    ),
-    (
-        1269,
-        "R1: since CarriedLock::via (not traced; the same-owner shortcut kept it)",
+        "R1: a lock carried X -> Y -> X' (owners n4, n0, n4) whose Y owner, the victim, never answered its agent in Y (link down, then cut off one way): timed from when Y's state was built at the earliest (the third latest of the members' last answers in X), the others' leaving of Y came 0.12 s past the settle window",
     ),
     (
         1611,
-        "R1: since CarriedLock::via (not traced; the same-owner shortcut kept it)",
+        "R1: a lock carried through an epoch whose owner, the victim, never answered: timed from when that epoch's state was built at the earliest, the others' leaving came 1.1 ms past the settle window",
     ),
     (
-        1926,
-        "R1: since CarriedLock::via (not traced); was in R1_FIXED for the conductor's held-back redial (docs/cluster.md)",
+        2274,
+        "R1: the same as 1611 with three members: 0.08 s past the settle window",
     ),
-    (
-        2958,
-        "R1: since CarriedLock::via (not traced); was in R1_FIXED for the dial to a paused conductor (docs/cluster.md)",
-    ),
-    (2040, "R1: since CarriedLock::via (not traced)"),
-    (2274, "R1: since CarriedLock::via (not traced)"),
-    (2376, "R1: since CarriedLock::via (not traced)"),
 ];
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 15] = [
+pub const R1_FIXED: [(u64, &str); 20] = [
+    (
+        1269,
+        "R1: a lock carried through an epoch whose owner never answered its agent there was timed from the lock's older vouch; it is now timed from when that epoch's state was built at the earliest (members known in an older epoch after it: Carried::built_not_before)",
+    ),
+    (
+        1926,
+        "R1: passes since the same bound (since CarriedLock::via, not traced)",
+    ),
+    (
+        2958,
+        "R1: passes since the same bound (since CarriedLock::via, not traced)",
+    ),
+    (
+        2040,
+        "R1: passes since the same bound (since CarriedLock::via, not traced)",
+    ),
+    (
+        2376,
+        "R1: passes since the same bound (since CarriedLock::via, not traced)",
+    ),
     (
         5256,
         "R1: the conductor, owner of a carried lock, paused 1.98 s, answered the holder's waiting pings as not acting on resuming, acted again and was cut off 150 ms later, before the next ping; the settle window ran from its last acting answer, 1.8 s before its last answer, and the others' move 4.5 s after it came too late (it now runs from the owner's latest answer, acting or not: any answer says it heard the holder's agent)",

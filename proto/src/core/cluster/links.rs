@@ -297,6 +297,10 @@ impl Core {
             }
         }
         let Some(sent) = sent else { return };
+        if epoch < self.cluster.epoch.number {
+            let addr = link.addr;
+            self.cluster.home.carried.answered_before(addr, sent);
+        }
         let c = self
             .cluster
             .peers
@@ -323,6 +327,7 @@ impl Core {
         c.delay_until = (p.delay_us > 0).then(|| now.mono + Duration::from_micros(p.delay_us));
         self.cluster.epoch.note_seen(epoch);
         if acting_here {
+            self.cluster.home.carried.quorum_acts(now.mono);
             let epoch = self.cluster.epoch.number;
             self.cluster.handover.state_received(epoch, from);
         }

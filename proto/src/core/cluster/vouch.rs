@@ -49,6 +49,11 @@ impl Core {
     pub(crate) fn carry_over(&mut self, now: Now) {
         // In key order, so the map is built in one pass.
         let mut carried = Vec::new();
+        let (members, quorum) = (self.cluster.peers.members.len(), self.cluster.peers.quorum);
+        // The state of the epoch being left was built no earlier than this:
+        // an owner there that never answered this agent counts from it, if
+        // later than the lock's vouch.
+        let built = self.cluster.home.carried.built_not_before(members, quorum);
         let before = std::mem::take(&mut self.cluster.home.carried.locks);
         for (name, o) in &self.table.objects {
             if !o.tickets.iter().any(|t| t.state.is_held()) {
@@ -73,6 +78,7 @@ impl Core {
                         .filter(|o| **o != self.cluster.me)
                         .and_then(|o| self.cluster.answered_by(o, now.mono))
                         .unwrap_or(at);
+                    let from = built.map_or(from, |b| b.max(from));
                     via.push((o, from));
                 }
                 carried.push((
@@ -112,9 +118,18 @@ impl Core {
             ));
         }
         let mut carried = Carried::new(carried.into_iter().collect());
-        carried.from_epoch = self.cluster.epoch.number;
+        let epoch = self.cluster.epoch.number;
+        carried.from_epoch = epoch;
         if let Some(me) = self.cluster.addr {
             carried.left(me, u64::MAX, now.mono);
+            carried.answered_before(me, now.mono);
+        }
+        // Every epoch a member answered in so far is older than the next.
+        for (id, k) in &self.cluster.peers.contact {
+            let addr = crate::cluster::ids::parse_id(id).and_then(|p| p.addr);
+            if let Some(a) = addr.filter(|_| k.epoch <= epoch) {
+                carried.answered_before(a, k.sent);
+            }
         }
         self.cluster.home.carried = carried;
     }
@@ -152,6 +167,9 @@ impl Core {
             & !self.cluster.home.carried.weighed;
         if self.cluster.home.carried.locks.is_empty() {
             return;
+        }
+        if self.cluster.acting(now.mono) {
+            self.cluster.home.carried.quorum_acts(now.mono);
         }
         let c = &self.cluster;
         let (members, quorum) = (c.peers.members.len(), c.peers.quorum);
@@ -513,10 +531,24 @@ mod tests {
     /// it moves at 104.5 s; `n1` answers there at 104.6 s. `n0` is known
     /// to have moved out of 11 itself at `n0_moved`, if at all; `n1`'s
     /// first message of epoch 12 arrives at 104.6 s.
+    ///
+    /// Members other than this agent known to be in epoch 10 or older
+    /// after this agent moved to 11 (the send times of the pings they
+    /// answered there) are `in_10`; nothing else is known of when 11's
+    /// state was built.
     fn carried_through_another_owner_and_back(
         n0_answered: Option<u64>,
         n0_moved: Option<u64>,
         plant: crate::cluster::Plant,
+    ) -> (Core, ObjectName) {
+        carried_through_another_owner_and_back_after(n0_answered, n0_moved, plant, &[])
+    }
+
+    fn carried_through_another_owner_and_back_after(
+        n0_answered: Option<u64>,
+        n0_moved: Option<u64>,
+        plant: crate::cluster::Plant,
+        in_10: &[(u16, u64)],
     ) -> (Core, ObjectName) {
         let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
         core.cluster.cfg.plant = plant;
@@ -525,6 +557,10 @@ mod tests {
         // Epoch 11 as set up, but nobody known to have left epoch 10 and
         // no answer of `n0` in it (or an early one): nothing settles.
         c.home.carried.left.clear();
+        c.home.carried.before.clear();
+        for (port, t) in in_10 {
+            (c.home.carried).answered_before(addr(*port), Time::from_micros(*t));
+        }
         match n0_answered {
             Some(t) => {
                 let k = c.peers.contact.get_mut(&n0).expect("set up");
@@ -542,6 +578,12 @@ mod tests {
         assert_eq!(kept.owner.as_ref(), Some(&n1), "the earliest owner is kept");
         assert_eq!((kept.at, kept.answered), (at(100), at(101)));
         let from = n0_answered.map_or(at(100), Time::from_micros);
+        // Two of the three members in 10 until some time: 11's state was
+        // built after it.
+        let mut times: Vec<u64> = in_10.iter().map(|(_, t)| *t).collect();
+        times.sort_unstable();
+        let built = times.iter().rev().nth(1).map(|t| Time::from_micros(*t));
+        let from = built.map_or(from, |b| b.max(from));
         assert_eq!(kept.via, [(n0.clone(), from)], "and the owner of 11");
         let c = &mut core.cluster;
         c.epoch.number = 12;
@@ -635,6 +677,83 @@ mod tests {
         let (mut core, name) =
             carried_through_another_owner_and_back(Some(101_200_000), None, Plant::None);
         core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(!core.holds(&name));
+    }
+
+    /// The owner of 11 never answered, but two of the three members are
+    /// known to have been in epoch 10 until 101.5 s (pings they answered
+    /// there): 11's state, reported by a quorum of two, was built after
+    /// that, and its owner drops nothing before `release_delay` after it.
+    /// The others' leaving of 11 by 104.6 s is within 101.5 s + the settle
+    /// window: the lock follows (R1; one-computer seeds 1269, 1926, 2040,
+    /// 2376 and 2958). Known only until 101.3 s, it is not.
+    #[test]
+    fn an_owner_in_between_that_never_answered_counts_from_when_its_state_was_built() {
+        use crate::cluster::Plant;
+        let in_10 = [(4001, 101_500_000), (4002, 101_500_000)];
+        let (mut core, name) =
+            carried_through_another_owner_and_back_after(None, None, Plant::None, &in_10);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(
+            core.holds(&name),
+            "revoked although 11 was built late enough"
+        );
+        // One member known in 10 that late is not enough: the other two of
+        // a quorum may have reported to 11 long before.
+        let in_10 = [(4001, 101_500_000), (4002, 100_000_000)];
+        let (mut core, name) =
+            carried_through_another_owner_and_back_after(None, None, Plant::None, &in_10);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(!core.holds(&name), "kept on the word of one member");
+        let in_10 = [(4001, 101_300_000), (4002, 101_300_000)];
+        let (mut core, name) =
+            carried_through_another_owner_and_back_after(None, None, Plant::None, &in_10);
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(!core.holds(&name));
+    }
+
+    /// A leader of the new epoch acting says a quorum of members left the
+    /// old one: its owner stops acting there `stretch(peer_timeout)` after
+    /// at most, as when `members - quorum + 1` others are each known to
+    /// have left.
+    #[test]
+    fn a_quorum_acting_in_the_new_epoch_settles_like_the_others_leaving() {
+        // Nobody known to have left 10 one by one, and `n1`, the old
+        // owner, answered at 101 s: a leader acting in 11 by 104.0 s
+        // (within 101 s + the window) settles it.
+        let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
+        core.cluster.home.carried.left.clear();
+        core.cluster
+            .home
+            .carried
+            .quorum_acts(Time::from_micros(104_000_000));
+        core.revoke_where_owner_lapsed(now(104_600_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(
+            core.holds(&name),
+            "revoked although a quorum acted in 11 in time"
+        );
+        // Only the first such answer counts; learnt at 104.3 s, too late.
+        let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
+        core.cluster.home.carried.left.clear();
+        core.cluster
+            .home
+            .carried
+            .quorum_acts(Time::from_micros(104_300_000));
+        core.cluster
+            .home
+            .carried
+            .quorum_acts(Time::from_micros(104_000_000));
+        core.revoke_where_owner_lapsed(now(104_600_000));
         assert!(core.cluster.home.carried.locks.contains_key(&name));
         core.revoke_where_owner_lapsed(now(105_000_000));
         assert!(!core.holds(&name));
