@@ -24,8 +24,9 @@ use snaplock_proto::wire::Message;
 use snaplock_proto::{ClientId, UnixTime};
 
 use super::checker::{LockSent, Locked, Mode, ReqId};
+use super::events::Ev;
 use super::rng::Rng;
-use super::world::{Ev, Who, World};
+use super::world::{Who, World};
 use super::{MS, SEC};
 
 /// A request must end this long after its deadline at the latest (L1).
@@ -43,7 +44,7 @@ enum Tag {
 
 /// What the client does when its hold time is up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Act {
+enum Act {
     Unlock,
     /// Closes the connection while holding.
     Abandon,
@@ -52,7 +53,7 @@ pub(super) enum Act {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Plan {
+struct Plan {
     act_at: u64,
     act: Act,
     extend_at: Option<u64>,
@@ -60,7 +61,7 @@ pub(super) struct Plan {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub(super) enum State {
+enum State {
     Disconnected,
     Idle,
     Waiting {
@@ -89,7 +90,7 @@ pub(super) enum State {
 
 /// One workload client.
 #[derive(Debug)]
-pub(super) struct Worker {
+struct Worker {
     pub node: usize,
     pub pid: u64,
     pub uid: u32,
@@ -109,12 +110,37 @@ fn parse_u64(msg: &Message, name: &str) -> Option<u64> {
     msg.get_str(name)?.parse().ok()
 }
 
-impl World {
-    pub(super) fn add_workers(&mut self) {
-        for node in 0..self.nodes.len() {
-            for _ in 0..self.knobs.workers_per_node {
-                let w = self.workers.len();
-                self.workers.push(Worker {
+/// The fence and lease date of a `LOCKED`; a reply without them is
+/// reported.
+fn fence_and_date(world: &mut World, msg: &Message) -> Option<(u64, u64)> {
+    let fence = parse_u64(msg, "fence");
+    let date = msg.get("timeout_date").and_then(UnixTime::from_wire);
+    match (fence, date) {
+        (Some(f), Some(d)) => Some((f, d.0)),
+        _ => {
+            let what = format!("LOCKED without a readable fence or timeout_date: {msg}");
+            world.checker.report(world.now, "reply", what);
+            None
+        }
+    }
+}
+
+/// The workload clients of a run.
+#[derive(Debug)]
+pub(super) struct Workload {
+    workers: Vec<Worker>,
+}
+
+impl Workload {
+    /// The clients of every computer of `world`, each about to connect.
+    pub fn new(world: &mut World) -> Workload {
+        let mut workload = Workload {
+            workers: Vec::new(),
+        };
+        for node in 0..world.nodes.len() {
+            for _ in 0..world.knobs.workers_per_node {
+                let w = workload.workers.len();
+                workload.workers.push(Worker {
                     node,
                     pid: 100 + w as u64,
                     uid: 1000 + w as u32,
@@ -123,21 +149,22 @@ impl World {
                     generation: 0,
                     next_tag: 1,
                     tags: BTreeMap::new(),
-                    rng: self.rng.fork(),
+                    rng: world.rng.fork(),
                 });
-                let at = self.workers[w].rng.between(0, SEC);
-                self.arm(w, at);
+                let at = workload.workers[w].rng.between(0, SEC);
+                workload.arm(world, w, at);
             }
         }
+        workload
     }
 
     /// Sets worker `w`'s one timer (an earlier one no longer counts).
-    fn arm(&mut self, w: usize, at: u64) {
+    fn arm(&mut self, world: &mut World, w: usize, at: u64) {
         let worker = &mut self.workers[w];
         worker.generation += 1;
         let generation = worker.generation;
-        self.at(
-            at.max(self.now),
+        world.at(
+            at.max(world.now),
             Ev::Worker {
                 worker: w,
                 generation,
@@ -145,9 +172,9 @@ impl World {
         );
     }
 
-    fn think(&mut self, w: usize) {
-        let at = self.now + self.workers[w].rng.between(0, 3 * SEC);
-        self.arm(w, at);
+    fn think(&mut self, world: &mut World, w: usize) {
+        let at = world.now + self.workers[w].rng.between(0, 3 * SEC);
+        self.arm(world, w, at);
     }
 
     fn new_tag(&mut self, w: usize, tag: Tag) -> i64 {
@@ -158,33 +185,33 @@ impl World {
         t
     }
 
-    fn worker_send(&mut self, w: usize, msg: Message) {
+    fn worker_send(&self, world: &mut World, w: usize, msg: Message) {
         if let Some(conn) = self.workers[w].conn {
-            self.send(conn, msg);
+            world.send(conn, msg);
         }
     }
 
-    pub(super) fn worker_timer(&mut self, w: usize, generation: u64) {
+    pub fn timer(&mut self, world: &mut World, w: usize, generation: u64) {
         if self.workers[w].generation != generation {
             return;
         }
         match self.workers[w].state {
             State::Disconnected => {
                 let (node, uid) = (self.workers[w].node, self.workers[w].uid);
-                match self.open_conn(node, Who::Worker(w), uid) {
+                match world.open_conn(node, Who::Worker(w), uid) {
                     Some(conn) => {
                         self.workers[w].conn = Some(conn);
                         self.workers[w].state = State::Idle;
-                        self.think(w);
+                        self.think(world, w);
                     }
-                    None => self.arm(w, self.now + SEC),
+                    None => self.arm(world, w, world.now + SEC),
                 }
             }
             State::Idle => {
-                if self.workers[w].rng.chance(40_000) && self.rogue_unlock(w) {
-                    self.think(w);
+                if self.workers[w].rng.chance(40_000) && self.rogue_unlock(world, w) {
+                    self.think(world, w);
                 } else {
-                    self.send_lock(w);
+                    self.send_lock(world, w);
                 }
             }
             State::Waiting {
@@ -194,50 +221,50 @@ impl World {
                 drop_at,
                 ..
             } => {
-                if cancel_at.is_some_and(|c| c <= self.now) {
-                    self.log(|| format!("w{w} cancels {req}"));
+                if cancel_at.is_some_and(|c| c <= world.now) {
+                    world.log(|| format!("w{w} cancels {req}"));
                     let object = match self.workers[w].state {
                         State::Waiting { object, .. } => object,
                         _ => unreachable!(),
                     };
-                    self.send_unlock(w, req, object);
+                    self.send_unlock(world, w, req, object);
                     self.workers[w].state = State::Cancelling {
                         req,
                         object,
-                        since: self.now,
+                        since: world.now,
                         deadline,
                     };
-                } else if drop_at.is_some_and(|d| d <= self.now) {
-                    self.log(|| format!("w{w} disconnects while waiting"));
-                    self.disconnect(w);
+                } else if drop_at.is_some_and(|d| d <= world.now) {
+                    world.log(|| format!("w{w} disconnects while waiting"));
+                    self.disconnect(world, w);
                 }
             }
             State::Cancelling { .. } => {}
-            State::Attached { .. } => self.attached_timer(w),
+            State::Attached { .. } => self.attached_timer(world, w),
         }
     }
 
     /// Sends a LOCK with random parameters.
-    fn send_lock(&mut self, w: usize) {
+    fn send_lock(&mut self, world: &mut World, w: usize) {
         let node = self.workers[w].node;
-        let object = self.workers[w].rng.below(self.knobs.objects as u64) as usize;
-        let clock = self.nodes[node].clock;
-        let wall_now = clock.wall_at(self.now);
+        let object = self.workers[w].rng.below(world.knobs.objects as u64) as usize;
+        let clock = world.nodes[node].clock;
+        let wall_now = clock.wall_at(world.now);
         let wait = if self.workers[w].rng.chance(20_000) {
             0
         } else {
             self.workers[w].rng.between(100 * MS, 12 * SEC)
         };
         let deadline_wall = wall_now + wait;
-        let deadline = clock.true_at_date(self.now, deadline_wall);
+        let deadline = clock.true_at_date(world.now, deadline_wall);
         let duration = self.workers[w].rng.between(1_000, 30_000) * MS;
         let unlock = if self.workers[w].rng.chance(300_000) {
             0
         } else {
             self.workers[w].rng.between(0, 10_000) * MS
         };
-        let req = ReqId(self.next_req);
-        self.next_req += 1;
+        let req = ReqId(world.next_req);
+        world.next_req += 1;
         let tag = self.new_tag(w, Tag::Lock(req));
         let mut msg = Message::new("LOCK")
             .with("object_name", object_name(object))
@@ -254,7 +281,7 @@ impl World {
             .with("tag", tag.to_string());
         let mode = if self.workers[w].rng.chance(250_000) {
             msg.set("mode", "shared");
-            let limit = self
+            let limit = world
                 .rng
                 .chance(500_000)
                 .then(|| self.workers[w].rng.between(1, 3) as u32);
@@ -262,7 +289,7 @@ impl World {
                 msg.set_u64("limit", u64::from(l));
             }
             Mode::Shared { limit }
-        } else if self.opts.counted && self.workers[w].rng.chance(200_000) {
+        } else if world.opts.counted && self.workers[w].rng.chance(200_000) {
             // Views of 1 to 4 slots on one object: holders made with a
             // small view meet requests made with a larger one and back.
             let limit = self.workers[w].rng.between(1, 4) as u32;
@@ -287,26 +314,26 @@ impl World {
         if self.workers[w].rng.chance(50_000) {
             msg.set("try", "true");
         }
-        self.checker.lock_sent(
+        world.checker.lock_sent(
             req,
             LockSent {
                 object: object_name(object).into_bytes(),
                 node,
                 mode,
-                sent_at: self.now,
+                sent_at: world.now,
                 deadline,
-                deadline_slack_ppm: self.deadline_slack_ppm(),
+                deadline_slack_ppm: world.deadline_slack_ppm(),
             },
         );
-        self.stats.locks += 1;
-        let cancel_at = self
+        world.stats.locks += 1;
+        let cancel_at = world
             .rng
             .chance(50_000)
-            .then(|| self.now + self.workers[w].rng.between(0, wait));
-        let drop_at = self
+            .then(|| world.now + self.workers[w].rng.between(0, wait));
+        let drop_at = world
             .rng
             .chance(30_000)
-            .then(|| self.now + self.workers[w].rng.between(0, wait));
+            .then(|| world.now + self.workers[w].rng.between(0, wait));
         self.workers[w].state = State::Waiting {
             req,
             object,
@@ -316,30 +343,30 @@ impl World {
             drop_at,
         };
         if let Some(at) = [cancel_at, drop_at].into_iter().flatten().min() {
-            self.arm(w, at);
+            self.arm(world, w, at);
         }
-        self.at(
+        world.at(
             deadline + L1_BOUND,
             Ev::Deadline {
                 worker: w,
                 req: req.0,
             },
         );
-        self.worker_send(w, msg);
+        self.worker_send(world, w, msg);
     }
 
-    fn send_unlock(&mut self, w: usize, req: ReqId, object: usize) {
+    fn send_unlock(&mut self, world: &mut World, w: usize, req: ReqId, object: usize) {
         let tag = self.new_tag(w, Tag::Unlock(req));
         let msg = Message::new("UNLOCK")
             .with("object_name", object_name(object))
             .with("pid", self.workers[w].pid.to_string())
             .with("tag", tag.to_string());
-        self.worker_send(w, msg);
+        self.worker_send(world, w, msg);
     }
 
     /// Names the lock of another client of the same agent in an UNLOCK: the
     /// agent must refuse it (S5). False when there is nobody to try it on.
-    fn rogue_unlock(&mut self, w: usize) -> bool {
+    fn rogue_unlock(&mut self, world: &mut World, w: usize) -> bool {
         let node = self.workers[w].node;
         let victims: Vec<(ReqId, usize, u64)> = self
             .workers
@@ -347,7 +374,7 @@ impl World {
             .enumerate()
             .filter(|(v, x)| *v != w && x.node == node)
             .filter_map(|(_, x)| match x.state {
-                State::Attached { req, object, .. } if self.checker.holding(req, self.now) => {
+                State::Attached { req, object, .. } if world.checker.holding(req, world.now) => {
                     Some((req, object, x.pid))
                 }
                 _ => None,
@@ -357,26 +384,26 @@ impl World {
             return false;
         }
         let (victim, object, pid) = *self.workers[w].rng.pick(&victims);
-        self.log(|| format!("w{w} tries to unlock {victim} of pid {pid}"));
+        world.log(|| format!("w{w} tries to unlock {victim} of pid {pid}"));
         let tag = self.new_tag(w, Tag::Rogue(victim));
         let msg = Message::new("UNLOCK")
             .with("object_name", object_name(object))
             .with("pid", pid.to_string())
             .with("tag", tag.to_string());
-        self.worker_send(w, msg);
+        self.worker_send(world, w, msg);
         true
     }
 
-    fn disconnect(&mut self, w: usize) {
+    fn disconnect(&mut self, world: &mut World, w: usize) {
         if let Some(conn) = self.workers[w].conn.take() {
-            self.client_close(conn);
+            world.client_close(conn);
         }
         self.workers[w].state = State::Disconnected;
-        let at = self.now + self.workers[w].rng.between(100 * MS, 3 * SEC);
-        self.arm(w, at);
+        let at = world.now + self.workers[w].rng.between(100 * MS, 3 * SEC);
+        self.arm(world, w, at);
     }
 
-    fn attached_timer(&mut self, w: usize) {
+    fn attached_timer(&mut self, world: &mut World, w: usize) {
         let State::Attached {
             req,
             object,
@@ -388,25 +415,29 @@ impl World {
         else {
             return;
         };
-        let now = self.now;
-        if !self.checker.attached(req, now) {
+        let now = world.now;
+        if !world.checker.attached(req, now) {
             // Released, lapsed for want of answers, or past the lease and
             // its unlock_duration: the client moves on.
             if self.workers[w].rng.chance(200_000) {
-                self.disconnect(w);
+                self.disconnect(world, w);
             } else {
                 self.workers[w].state = State::Idle;
-                self.think(w);
+                self.think(world, w);
             }
             return;
         }
         if next_ping <= now {
-            self.worker_send(w, Message::new("ALIVE").with("serial", now.to_string()));
+            self.worker_send(
+                world,
+                w,
+                Message::new("ALIVE").with("serial", now.to_string()),
+            );
             next_ping = now + SEC;
         }
         if plan.extend_at.is_some_and(|e| e <= now) {
             plan.extend_at = None;
-            if self.checker.holding(req, now) {
+            if world.checker.holding(req, now) {
                 let tag = self.new_tag(w, Tag::Extend(req));
                 let duration = self.workers[w].rng.between(1_000, 30_000) * MS;
                 let msg = Message::new("EXTEND")
@@ -417,23 +448,23 @@ impl World {
                     )
                     .with("pid", self.workers[w].pid.to_string())
                     .with("tag", tag.to_string());
-                self.worker_send(w, msg);
+                self.worker_send(world, w, msg);
             }
         }
         let unlock_now = plan.late_unlock_at.is_some_and(|u| u <= now)
             || (plan.act == Act::Unlock && plan.act_at <= now);
         if unlock_now {
-            self.log(|| format!("w{w} unlocks {req}"));
-            self.checker.release(now, req);
-            self.send_unlock(w, req, object);
+            world.log(|| format!("w{w} unlocks {req}"));
+            world.checker.release(now, req);
+            self.send_unlock(world, w, req, object);
             self.workers[w].state = State::Idle;
-            self.think(w);
+            self.think(world, w);
             return;
         }
         if plan.act == Act::Abandon && plan.act_at <= now {
-            self.log(|| format!("w{w} abandons {req}"));
-            self.checker.release(now, req);
-            self.disconnect(w);
+            world.log(|| format!("w{w} abandons {req}"));
+            world.checker.release(now, req);
+            self.disconnect(world, w);
             return;
         }
         self.workers[w].state = State::Attached {
@@ -451,10 +482,10 @@ impl World {
         if plan.act != Act::Ignore {
             next = next.min(plan.act_at);
         }
-        self.arm(w, next.max(now));
+        self.arm(world, w, next.max(now));
     }
 
-    pub(super) fn worker_recv(&mut self, w: usize, conn: ClientId, msg: Message) {
+    pub fn recv(&mut self, world: &mut World, w: usize, conn: ClientId, msg: Message) {
         if self.workers[w].conn != Some(conn) {
             return;
         }
@@ -465,35 +496,37 @@ impl World {
             .and_then(|t| self.workers[w].tags.get(&t).copied());
         let error = msg.get_str("error").map(str::to_owned);
         match (msg.command.as_str(), tag) {
-            ("LOCKED", Some(Tag::Lock(req))) => self.worker_locked(w, req, &msg),
+            ("LOCKED", Some(Tag::Lock(req))) => self.worker_locked(world, w, req, &msg),
             ("LOCKED", Some(Tag::Extend(req))) => {
-                let Some((fence, date)) = self.fence_and_date(&msg) else {
+                let Some((fence, date)) = fence_and_date(world, &msg) else {
                     return;
                 };
-                self.check_quorum_side(node, "an EXTEND's LOCKED");
+                world.check_quorum_side(node, "an EXTEND's LOCKED");
                 if let State::Attached { req: r, unlock, .. } = self.workers[w].state {
                     if r == req {
-                        let (lease_end, protect) = self.lease_times(node, date, unlock);
-                        if self.checker.holding(req, self.now) {
+                        let (lease_end, protect) = world.lease_times(node, date, unlock);
+                        if world.checker.holding(req, world.now) {
                             if let State::Attached { protect_end, .. } = &mut self.workers[w].state
                             {
                                 *protect_end = protect;
                             }
                         }
-                        self.checker
-                            .extended(self.now, req, fence, lease_end, protect);
+                        world
+                            .checker
+                            .extended(world.now, req, fence, lease_end, protect);
                     }
                 }
             }
             ("LOCKFAILED", Some(Tag::Lock(req))) => {
-                self.checker
-                    .failed(self.now, req, error.as_deref().unwrap_or("?"));
+                world
+                    .checker
+                    .failed(world.now, req, error.as_deref().unwrap_or("?"));
                 match self.workers[w].state {
                     State::Waiting { req: r, .. } | State::Cancelling { req: r, .. }
                         if r == req =>
                     {
                         self.workers[w].state = State::Idle;
-                        self.think(w);
+                        self.think(world, w);
                     }
                     _ => {}
                 }
@@ -501,7 +534,7 @@ impl World {
             ("LOCKFAILED", Some(Tag::Extend(_) | Tag::Rogue(_))) => {}
             ("UNLOCKED", Some(Tag::Lock(req))) => match error.as_deref() {
                 Some("timedout") => {
-                    self.checker.stop(self.now, req);
+                    world.checker.stop(world.now, req);
                     // A client that let its lease run out sometimes says
                     // UNLOCK within the unlock_duration, as a polite one does.
                     let worker = &mut self.workers[w];
@@ -515,54 +548,54 @@ impl World {
                         if r == req && plan.act == Act::Ignore && plan.late_unlock_at.is_none() {
                             if worker.rng.chance(500_000) {
                                 plan.late_unlock_at =
-                                    Some(self.now + worker.rng.between(0, unlock));
+                                    Some(world.now + worker.rng.between(0, unlock));
                             }
-                            let at = plan.late_unlock_at.unwrap_or(self.now);
-                            self.arm(w, at);
+                            let at = plan.late_unlock_at.unwrap_or(world.now);
+                            self.arm(world, w, at);
                         }
                     }
                 }
                 _ => {
                     // `lost`, or anything else: the lock is gone. (R1:
                     // a healthy agent takes back no lock within its lease.)
-                    self.log(|| format!("w{w}: {req} taken back"));
+                    world.log(|| format!("w{w}: {req} taken back"));
                     let node = self.workers[w].node;
-                    let within = self.checker.within_lease(req, self.now);
-                    if within && self.opts.victim.is_some_and(|v| v != node) {
+                    let within = world.checker.within_lease(req, world.now);
+                    if within && world.opts.victim.is_some_and(|v| v != node) {
                         let what = format!(
                             "n{node} took {req} back from w{w} (UNLOCKED {}) while faults struck only n{}",
                             error.as_deref().unwrap_or("without an error"),
-                            self.opts.victim.unwrap_or(0)
+                            world.opts.victim.unwrap_or(0)
                         );
-                        self.checker.report(self.now, "R1", what);
+                        world.checker.report(world.now, "R1", what);
                     }
-                    self.checker.release(self.now, req);
+                    world.checker.release(world.now, req);
                     if matches!(self.workers[w].state, State::Attached { req: r, .. } if r == req) {
                         self.workers[w].state = State::Idle;
-                        self.think(w);
+                        self.think(world, w);
                     }
                 }
             },
             ("UNLOCKED", Some(Tag::Unlock(req))) => {
                 if matches!(self.workers[w].state, State::Cancelling { req: r, .. } if r == req) {
-                    self.checker.cancel_acked(req);
+                    world.checker.cancel_acked(req);
                     self.workers[w].state = State::Idle;
-                    self.think(w);
+                    self.think(world, w);
                 }
             }
             ("UNLOCKED", Some(Tag::Rogue(victim))) => {
-                if error.is_none() && self.checker.holding(victim, self.now) {
+                if error.is_none() && world.checker.holding(victim, world.now) {
                     let what = format!(
                         "n{node} answered UNLOCKED to w{w}'s UNLOCK of {victim}, held by another client"
                     );
-                    self.checker.report(self.now, "S5", what);
+                    world.checker.report(world.now, "S5", what);
                 }
             }
-            ("ABSOLUTELY", None) => self.worker_vouched(w, &msg),
+            ("ABSOLUTELY", None) => self.worker_vouched(world, w, &msg),
             ("LOCKFAILED", Some(Tag::Unlock(_))) => {}
             _ => {
                 let what = format!("n{node} sent w{w} an unexpected {msg}");
-                self.checker.report(self.now, "reply", what);
+                world.checker.report(world.now, "reply", what);
             }
         }
     }
@@ -570,7 +603,7 @@ impl World {
     /// In a cluster, `ALIVE` is answered with `valid_for`: the holder may
     /// go on until the `ALIVE` was sent plus that long, unless it hears
     /// something newer (docs/cluster.md, the holder's side).
-    fn worker_vouched(&mut self, w: usize, msg: &Message) {
+    fn worker_vouched(&mut self, world: &mut World, w: usize, msg: &Message) {
         let State::Attached { req, .. } = self.workers[w].state else {
             return;
         };
@@ -581,40 +614,27 @@ impl World {
         ) else {
             return;
         };
-        let clock = self.nodes[self.workers[w].node].clock;
+        let clock = world.nodes[self.workers[w].node].clock;
         let valid = u64::try_from(valid.as_micros()).expect("a day at most");
         let until = clock.true_at_mono(clock.mono_at(sent) + valid);
-        self.checker.vouched(self.now, req, until);
+        world.checker.vouched(world.now, req, until);
         if let State::Attached { next_ping, .. } = &mut self.workers[w].state {
             let soon = sent + (valid / 5).max(100 * MS);
             if soon < *next_ping {
-                *next_ping = soon.max(self.now);
+                *next_ping = soon.max(world.now);
                 let at = *next_ping;
-                self.arm(w, at);
+                self.arm(world, w, at);
             }
         }
     }
 
-    fn fence_and_date(&mut self, msg: &Message) -> Option<(u64, u64)> {
-        let fence = parse_u64(msg, "fence");
-        let date = msg.get("timeout_date").and_then(UnixTime::from_wire);
-        match (fence, date) {
-            (Some(f), Some(d)) => Some((f, d.0)),
-            _ => {
-                let what = format!("LOCKED without a readable fence or timeout_date: {msg}");
-                self.checker.report(self.now, "reply", what);
-                None
-            }
-        }
-    }
-
-    fn worker_locked(&mut self, w: usize, req: ReqId, msg: &Message) {
+    fn worker_locked(&mut self, world: &mut World, w: usize, req: ReqId, msg: &Message) {
         let node = self.workers[w].node;
-        let Some((fence, date)) = self.fence_and_date(msg) else {
+        let Some((fence, date)) = fence_and_date(world, msg) else {
             return;
         };
-        self.stats.grants += 1;
-        self.check_quorum_side(node, "a LOCKED");
+        world.stats.grants += 1;
+        world.check_quorum_side(node, "a LOCKED");
         let object = match self.workers[w].state {
             State::Waiting { object, .. }
             | State::Cancelling { object, .. }
@@ -622,26 +642,26 @@ impl World {
             _ => None,
         };
         if let Some(object) = object {
-            self.check_backed(object_name(object).as_bytes(), fence);
+            world.check_backed(object_name(object).as_bytes(), fence);
         }
         let unlock = match self.workers[w].state {
             State::Waiting { unlock, .. } => unlock,
             _ => 0,
         };
-        let (lease_end, protect_end) = self.lease_times(node, date, unlock);
+        let (lease_end, protect_end) = world.lease_times(node, date, unlock);
         let locked = Locked {
             fence,
             lease_end,
             protect_end,
             // One agent alone vouches for its locks as long as it lives; in
             // a cluster the holder asks at once (ALIVE) how long it may.
-            vouched_until: if self.nodes.len() == 1 {
+            vouched_until: if world.nodes.len() == 1 {
                 u64::MAX
             } else {
-                self.now + 1
+                world.now + 1
             },
         };
-        self.checker.locked(self.now, req, locked);
+        world.checker.locked(world.now, req, locked);
         match self.workers[w].state {
             State::Waiting {
                 req: r,
@@ -649,56 +669,56 @@ impl World {
                 unlock,
                 ..
             } if r == req => {
-                let lease = lease_end.saturating_sub(self.now);
+                let lease = lease_end.saturating_sub(world.now);
                 let hold = self.workers[w].rng.between(0, lease + lease / 3);
                 let act = match self.workers[w].rng.below(100) {
                     0..=74 => Act::Unlock,
                     75..=81 => Act::Abandon,
                     _ => Act::Ignore,
                 };
-                let extend_at = self
+                let extend_at = world
                     .rng
                     .chance(100_000)
-                    .then(|| self.now + self.workers[w].rng.between(0, hold));
+                    .then(|| world.now + self.workers[w].rng.between(0, hold));
                 self.workers[w].state = State::Attached {
                     req,
                     object,
                     unlock,
                     plan: Plan {
-                        act_at: self.now + hold,
+                        act_at: world.now + hold,
                         act,
                         extend_at,
                         late_unlock_at: None,
                     },
-                    next_ping: self.now,
+                    next_ping: world.now,
                     protect_end,
                 };
-                self.arm(w, self.now);
+                self.arm(world, w, world.now);
             }
             // Granted after this client cancelled: it never held it.
             State::Cancelling { req: r, since, .. } if r == req => {
-                self.checker.release(since, req);
+                world.checker.release(since, req);
             }
-            _ => self.checker.release(self.now, req),
+            _ => world.checker.release(world.now, req),
         }
     }
 
-    pub(super) fn worker_dropped(&mut self, w: usize, conn: ClientId) {
+    pub fn dropped(&mut self, world: &mut World, w: usize, conn: ClientId) {
         if self.workers[w].conn != Some(conn) {
             return;
         }
         if let State::Attached { req, .. } = self.workers[w].state {
-            self.checker.release(self.now, req);
+            world.checker.release(world.now, req);
         }
         self.workers[w].conn = None;
         self.workers[w].state = State::Disconnected;
-        let at = self.now + self.workers[w].rng.between(100 * MS, 3 * SEC);
-        self.arm(w, at);
+        let at = world.now + self.workers[w].rng.between(100 * MS, 3 * SEC);
+        self.arm(world, w, at);
     }
 
     /// L1: a request still waiting `L1_BOUND` after its deadline, on an
     /// agent that has been running since the deadline, never ended.
-    pub(super) fn deadline_check(&mut self, w: usize, req: u64) {
+    pub fn deadline_check(&mut self, world: &mut World, w: usize, req: u64) {
         let req = ReqId(req);
         let deadline = match self.workers[w].state {
             State::Waiting {
@@ -709,25 +729,25 @@ impl World {
             } if r == req => deadline,
             _ => return,
         };
-        if !self.checker.pending(req) {
+        if !world.checker.pending(req) {
             return;
         }
         let node = self.workers[w].node;
-        let since = self.nodes[node].running_since;
+        let since = world.nodes[node].running_since;
         let due = deadline.max(since) + L1_BOUND;
-        if self.running(node) && self.now >= due {
+        if world.running(node) && world.now >= due {
             let what = format!(
                 "{req} of w{w} on n{node} still waits {} after its deadline",
-                super::checker::secs(self.now - deadline)
+                super::checker::secs(world.now - deadline)
             );
-            self.checker.report(self.now, "L1", what);
+            world.checker.report(world.now, "L1", what);
         } else {
-            let at = if self.running(node) {
+            let at = if world.running(node) {
                 due
             } else {
-                self.now + SEC
+                world.now + SEC
             };
-            self.at(
+            world.at(
                 at,
                 Ev::Deadline {
                     worker: w,

@@ -5,9 +5,9 @@
 
 use snaplock_proto::Input;
 
-use super::faults::Phase;
+use super::events::{Ev, Phase};
 use super::net::LinkState;
-use super::world::{Ev, World};
+use super::world::World;
 use super::{MS, SEC};
 
 /// How long the agent's shell waits for a dialled peer's handshake
@@ -18,7 +18,7 @@ impl World {
     /// The range of one-way message delays now.
     pub(super) fn delay_range(&self) -> (u64, u64) {
         let (lo, hi) = self.knobs.delay;
-        if self.faults.phase == Phase::Quiet {
+        if self.phase == Phase::Quiet {
             (lo, hi.min(50 * MS))
         } else {
             (lo, hi)
@@ -33,7 +33,7 @@ impl World {
     }
 
     pub(super) fn redial_backoff(&mut self) -> u64 {
-        if self.faults.phase == Phase::Quiet {
+        if self.phase == Phase::Quiet {
             self.net_rng.between(10 * MS, 300 * MS)
         } else {
             self.net_rng.between(50 * MS, 2 * SEC)

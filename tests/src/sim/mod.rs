@@ -11,6 +11,15 @@
 //! The [`checker`] sees every client-visible event and checks S1–S5 online;
 //! the world adds S7, S8, L1–L5 and R1.
 //!
+//! The files, from the bottom up: the leaves ([`checker`], [`clock`],
+//! [`net`], [`rng`], [`trace`], [`wire`]); `events`, what can happen at
+//! an instant; `world`, the event queue, the computers (`nodes`), the
+//! links (`links`) and what the world checks itself (`checks`); the parts
+//! that act on the world, each owning its state and given the world as an
+//! argument: `faults`, `client` (the workload) and `probes`; and `run`,
+//! which takes the events off the queue and hands each to whom it
+//! concerns. The world calls no part, and no part calls another.
+//!
 //! Everything random comes from one [`rng::Rng`] seeded by the run's seed,
 //! events are ordered by (time, sequence number), and collections iterate
 //! in a fixed order: a seed replays the same run, which the trace hash
@@ -21,12 +30,14 @@ pub mod checker;
 mod checks;
 mod client;
 pub mod clock;
+mod events;
 mod faults;
 mod links;
 pub mod net;
 mod nodes;
 mod probes;
 pub mod rng;
+mod run;
 pub mod trace;
 pub mod wire;
 mod world;
@@ -238,7 +249,7 @@ pub fn replay_command(seed: u64) -> String {
 /// Runs one seed. A panic (of the core or of the simulator) is reported as
 /// a violation of its own, so a sweep names the seed that caused it.
 pub fn run(opts: &Options) -> Report {
-    match catch_unwind(AssertUnwindSafe(|| world::World::new(opts).run())) {
+    match catch_unwind(AssertUnwindSafe(|| run::Run::new(opts).run())) {
         Ok(report) => report,
         Err(panic) => {
             let what = panic

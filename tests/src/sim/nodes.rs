@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 
 use snaplock_proto::{ClientId, Config, Core};
 
-use super::world::{CoreSide, Ev, World};
+use super::events::Ev;
+use super::world::{CoreSide, World};
 
 /// Most wake-ups of one core at one instant before that counts as a loop.
 const MAX_WAKES_PER_INSTANT: u32 = 10_000;

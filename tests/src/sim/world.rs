@@ -1,4 +1,8 @@
-//! The world: the event queue, the computers and their shells, the links.
+//! The world: the event queue, the computers and their shells, the links,
+//! and what every part that acts on them shares (the checker, the trace,
+//! the counts). It knows nothing of those parts: faults, the workload and
+//! the probes are given the world to act on, and the run (`run.rs`) hands
+//! them the events they scheduled.
 //!
 //! Every event is `(true time, sequence number, what)`; the sequence number
 //! makes the order of events of one instant the order they were scheduled.
@@ -15,11 +19,9 @@ use snaplock_proto::wire::Message;
 use snaplock_proto::{ClientId, ClusterConfig, Core, Input, Output};
 
 use super::checker::{Checker, secs};
-use super::client::Worker;
 use super::clock::Clock;
-use super::faults::{FaultState, Phase};
+use super::events::{Ev, Phase};
 use super::net::{LinkState, Net};
-use super::probes::{ProbeStep, Probes};
 use super::rng::Rng;
 use super::trace::Trace;
 use super::wire::Wire;
@@ -28,45 +30,6 @@ use super::{Knobs, MS, Options, Report, SEC, Stats};
 /// Most events one run may process: a core that asks to be woken again and
 /// again at the same instant must not hang the test.
 const MAX_EVENTS: u64 = 200_000_000;
-
-/// Something that happens at an instant.
-#[derive(Debug)]
-pub(super) enum Ev {
-    /// A core's timer may be due.
-    Wake(usize),
-    /// Messages of one direction of a link may be ready.
-    Pump {
-        link: usize,
-        generation: u64,
-        dir: usize,
-    },
-    /// Try to bring a link up.
-    Redial(usize),
-    /// An input reaches a core (from a client, or a link's end).
-    Input {
-        node: usize,
-        incarnation: u64,
-        input: Input,
-    },
-    /// A reply reaches a client.
-    ClientRecv { conn: ClientId, msg: Message },
-    /// A client sees its connection closed.
-    ConnDropped(ClientId),
-    /// A workload client's own timer.
-    Worker { worker: usize, generation: u64 },
-    /// The next fault, while faults run.
-    Fault,
-    /// A fault's end: a cut heals, a computer resumes or restarts.
-    FaultEnd(u64),
-    /// Faults start or stop.
-    Phase(Phase),
-    /// A liveness probe's next step.
-    Probe(ProbeStep),
-    /// Whether a request ended by its deadline plus the L1 bound.
-    Deadline { worker: usize, req: u64 },
-    /// The end of the run.
-    End,
-}
 
 /// A queue entry; the event itself waits in the world's slab, so the heap
 /// moves small entries only.
@@ -146,10 +109,10 @@ pub(super) struct Conn {
 pub(super) struct World {
     pub opts: Options,
     pub knobs: Knobs,
-    /// Independent streams, all from the seed: a change in what cores do
-    /// shifts the network's and the workload's draws, never the faults'.
+    /// Independent streams, all from the seed (the faults own theirs): a
+    /// change in what cores do shifts the network's and the workload's
+    /// draws, never the faults'.
     pub rng: Rng,
-    pub fault_rng: Rng,
     pub net_rng: Rng,
     pub core_rng: Rng,
     pub now: u64,
@@ -162,12 +125,12 @@ pub(super) struct World {
     pub cluster: ClusterConfig,
     pub conns: BTreeMap<ClientId, Conn>,
     next_conn: u64,
-    pub workers: Vec<Worker>,
-    pub probes: Probes,
     pub checker: Checker,
     pub trace: Trace,
     pub wire: Wire,
-    pub faults: FaultState,
+    /// Whether faults run: quiet windows have shorter message delays and
+    /// redial backoffs.
+    pub phase: Phase,
     pub stats: Stats,
     pub next_req: u64,
     pub stopped: bool,
@@ -182,7 +145,10 @@ fn addr_of(i: usize) -> SocketAddr {
 }
 
 impl World {
-    pub fn new(opts: &Options) -> World {
+    /// The world of a run: its computers started, their links about to be
+    /// dialled. Also returns the faults' own stream, forked from the seed's
+    /// after the clocks' draws.
+    pub fn new(opts: &Options) -> (World, Rng) {
         let mut rng = Rng::new(opts.seed);
         let mut knobs = Knobs::draw(&mut rng, opts.nodes);
         if opts.victim.is_some() {
@@ -234,7 +200,6 @@ impl World {
         let mut world = World {
             opts: opts.clone(),
             rng,
-            fault_rng,
             net_rng,
             core_rng,
             now: 0,
@@ -247,12 +212,10 @@ impl World {
             cluster,
             conns: BTreeMap::new(),
             next_conn: 1,
-            workers: Vec::new(),
-            probes: Probes::default(),
             checker: Checker::new(),
             trace: Trace::new(opts.verbose, opts.keep_lines),
             wire: Wire::new(n),
-            faults: FaultState::default(),
+            phase: Phase::Chaos,
             stats: Stats::default(),
             next_req: 1,
             stopped: false,
@@ -266,10 +229,7 @@ impl World {
             let at = world.net_rng.between(0, 100 * MS);
             world.schedule_redial(l, at);
         }
-        world.add_workers();
-        world.start_phases();
-        world.at(world.opts.duration, Ev::End);
-        world
+        (world, fault_rng)
     }
 
     pub fn at(&mut self, at: u64, ev: Ev) {
@@ -299,23 +259,30 @@ impl World {
         }
     }
 
-    pub fn run(mut self) -> Report {
-        while let Some(s) = self.queue.pop() {
-            self.now = s.at;
-            self.stats.events += 1;
-            if self.stats.events > MAX_EVENTS {
-                self.checker
-                    .report(self.now, "harness", "too many events".to_owned());
-                break;
-            }
-            self.trace.num(s.at);
-            let ev = self.slab[s.slot].take().expect("a queued event");
-            self.free.push(s.slot);
-            self.handle(ev);
-            if self.stopped || (self.opts.stop_at_first && !self.checker.violations().is_empty()) {
-                break;
-            }
+    /// The next event, the clock moved to its instant; `None` when the
+    /// queue is empty or the run took too many events.
+    pub fn next_event(&mut self) -> Option<Ev> {
+        let s = self.queue.pop()?;
+        self.now = s.at;
+        self.stats.events += 1;
+        if self.stats.events > MAX_EVENTS {
+            self.checker
+                .report(self.now, "harness", "too many events".to_owned());
+            return None;
         }
+        self.trace.num(s.at);
+        let ev = self.slab[s.slot].take().expect("a queued event");
+        self.free.push(s.slot);
+        Some(ev)
+    }
+
+    /// Whether the run is over: it ended, or broke a property and stops at
+    /// the first.
+    pub fn done(&self) -> bool {
+        self.stopped || (self.opts.stop_at_first && !self.checker.violations().is_empty())
+    }
+
+    pub fn report(&self) -> Report {
         Report {
             seed: self.opts.seed,
             knobs: self.knobs.clone(),
@@ -324,36 +291,6 @@ impl World {
             stats: self.stats.clone(),
             tail: self.trace.tail(),
             end: self.now,
-        }
-    }
-
-    fn handle(&mut self, ev: Ev) {
-        match ev {
-            Ev::Wake(i) => self.wake(i),
-            Ev::Pump {
-                link,
-                generation,
-                dir,
-            } => self.pump(link, generation, dir),
-            Ev::Redial(l) => self.redial(l),
-            Ev::Input {
-                node,
-                incarnation,
-                input,
-            } => {
-                if self.nodes[node].incarnation == incarnation {
-                    self.feed(node, input);
-                }
-            }
-            Ev::ClientRecv { conn, msg } => self.client_recv(conn, msg),
-            Ev::ConnDropped(conn) => self.conn_dropped(conn),
-            Ev::Worker { worker, generation } => self.worker_timer(worker, generation),
-            Ev::Fault => self.fault(),
-            Ev::FaultEnd(id) => self.fault_end(id),
-            Ev::Phase(p) => self.phase(p),
-            Ev::Probe(step) => self.probe(step),
-            Ev::Deadline { worker, req } => self.deadline_check(worker, req),
-            Ev::End => self.stopped = true,
         }
     }
 
@@ -630,33 +567,21 @@ impl World {
         }
     }
 
-    fn client_recv(&mut self, conn: ClientId, msg: Message) {
-        let Some(c) = self.conns.get(&conn).copied() else {
-            return;
-        };
-        if !c.client_open {
-            return;
-        }
-        match c.who {
-            Who::Worker(w) => self.worker_recv(w, conn, msg),
-            Who::Probe => self.probe_recv(c.node, conn, msg),
-        }
+    /// Who reads a reply on `conn` now, if anyone does.
+    pub fn reader(&self, conn: ClientId) -> Option<Conn> {
+        self.conns.get(&conn).copied().filter(|c| c.client_open)
     }
 
-    fn conn_dropped(&mut self, conn: ClientId) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
+    /// The client of `conn` sees it drop; returns whom to tell.
+    pub fn conn_dropped(&mut self, conn: ClientId) -> Option<Who> {
+        let c = self.conns.get_mut(&conn)?;
         if !c.client_open {
-            return;
+            return None;
         }
         c.client_open = false;
         let who = c.who;
         self.log(|| format!("c{} sees its connection drop", conn.0));
-        match who {
-            Who::Worker(w) => self.worker_dropped(w, conn),
-            Who::Probe => self.probe_dropped(conn),
-        }
+        Some(who)
     }
 }
 
