@@ -57,7 +57,7 @@ fn a_review_commits_then_fails_at_statement_2_while_an_entry_is_held() {
 
     // The entry is done when its connection ends.
     drop(entry);
-    let deadline = std::time::Instant::now() + BOUND;
+    let deadline = common::now() + BOUND;
     loop {
         let done = run(cmd_clone(&agent, &format!("exists {ENTRY}")), BOUND);
         assert_eq!(done.code(), 0, "{done:?}");
@@ -68,7 +68,7 @@ fn a_review_commits_then_fails_at_statement_2_while_an_entry_is_held() {
             assert!(fence > first, "{fence} > {first}");
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "{done:?}");
+        assert!(common::now() < deadline, "{done:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
