@@ -10,7 +10,9 @@
 //!                                      (server_name, max_clients, max_tickets,
 //!                                      max_tickets_per_object, max_list_bytes,
 //!                                      timeout, duration, unlock_duration in
-//!                                      seconds, max_line framer limit)
+//!                                      seconds, max_line framer limit,
+//!                                      tx_per_session, tx_total,
+//!                                      tx_namespaces: Config::tx)
 //! @1.5                                 time is 1.5 s: mono = 1.5 s, wall =
 //!                                      1700000000 + 1.5 s; may prefix an input
 //! open 1 pid=100 uid=1000 gid=1000     Input::ClientOpened
@@ -195,6 +197,9 @@ impl Player {
             "timeout" => self.config.defaults.timeout = secs()?,
             "duration" => self.config.defaults.duration = secs()?,
             "unlock_duration" => self.config.defaults.unlock_duration = secs()?,
+            "tx_per_session" => self.config.tx.per_session = n()?,
+            "tx_total" => self.config.tx.total = n()?,
+            "tx_namespaces" => self.config.tx.namespaces = n()?,
             _ => return Err(format!("unknown config key {key:?}")),
         }
         self.config.validate()
@@ -498,7 +503,7 @@ fn the_transcript_runner_reports_missing_and_unexpected_output() {
     );
     assert_eq!(
         blessed,
-        "@0 open 1\n1> HELP\n1< COMMANDS list=ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,UNLOCK\n\
+        "@0 open 1\n1> HELP\n1< COMMANDS list=ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,TRANSACTION,UNLOCK\n\
          1> LOCKSTATUS\n1< LOCKREADY\n"
     );
     let (failures, again) = run(&blessed);

@@ -1,2 +1,3 @@
 //! Helpers shared by snaplock's integration tests and load tools.
 pub mod sim;
+pub mod txmodel;

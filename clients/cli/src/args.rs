@@ -44,6 +44,17 @@ Commands:
       -E, --conflict-exit-code CODE
                             exit status on conflict or timeout (0 to 255;
                             default 1; -n -E 0 skips quietly when taken)
+  tx -N NS [-d SECS] [-p PID] STATEMENT...
+      Send one lock transaction on namespace NS (snaplock(7), TRANSACTIONS):
+      STATEMENT is s1, s2, ... in order (at most 32), for example
+      'assert not exists A/B' 'assert set A/C dup'. Print \"fence: F\" and
+      \"results: 1,0,...\" and exit 0 when it committed; exit 1 when an assert
+      was false, printing that statement. The variables it sets belong to
+      snaplock-cli's connection, and vanish when it exits.
+      -N, --namespace NS    the namespace
+      -d, --duration SECS   how long the variables it sets live (1 to 604800;
+                            default 60)
+      -p, --pid PID         the session's pid (default: none)
   status
       Print \"ready\" and exit 0 when the agent can grant locks now, else
       print \"not ready\" and exit 1.
@@ -69,13 +80,15 @@ Options:
 Exit status:
   0       success; for lock, the status of COMMAND
   1       lock: conflict (-n) or timeout (-w), unless -E says otherwise;
-          status: the agent is not ready
+          status: the agent is not ready; tx: an assert was false
   64      usage error
   69      agent unavailable: cannot connect, no reply in time, connection
           closed, or LOCKFAILED error=unavailable (no leaders, no quorum,
-          leaders changing, lock-delay; the reason is printed)
+          leaders changing, lock-delay; the reason is printed), or
+          TRANSACTIONFAILED error=unavailable
   70      protocol or unexpected error: LOCKFAILED error=invalid, overflow,
-          denied or duplicate, an unexpected or unreadable reply
+          denied or duplicate (TRANSACTIONFAILED error=invalid or overflow),
+          an unexpected or unreadable reply
   75      lock: the lock was lost while COMMAND ran (COMMAND was stopped)
   126     lock: COMMAND cannot be executed
   127     lock: COMMAND not found
@@ -119,7 +132,26 @@ pub enum Action {
     Info,
     /// A raw line.
     Send(SendArgs),
+    /// One lock transaction.
+    Tx(TxArgs),
 }
+
+/// `tx -N NS [-d SECS] [-p PID] STATEMENT...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxArgs {
+    /// `-N`: the namespace.
+    pub namespace: String,
+    /// `-d`: how long the variables it sets live (the agent's default when
+    /// absent).
+    pub duration: Option<Duration>,
+    /// `-p`: the session's pid.
+    pub pid: Option<u64>,
+    /// The statements, `s1` first (never empty, at most 32).
+    pub statements: Vec<Vec<u8>>,
+}
+
+/// Most statements in one transaction (snaplock(7)).
+pub const MAX_STATEMENTS: usize = 32;
 
 /// `lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [-E CODE] NAME [--] COMMAND [ARGS...]`,
 /// or `... NAME -c SHELL-COMMAND`.
@@ -227,6 +259,22 @@ pub fn send_opts() -> Options {
     opts
 }
 
+/// The options of `tx`.
+pub fn tx_opts() -> Options {
+    let mut opts = Options::new();
+    opts.parsing_style(ParsingStyle::StopAtFirstFree);
+    opts.optopt("N", "namespace", "the namespace", "NS");
+    opts.optopt(
+        "d",
+        "duration",
+        "how long the variables it sets live",
+        "SECS",
+    );
+    opts.optopt("p", "pid", "the session's pid", "PID");
+    opts.optflag("h", "help", "print the help and exit");
+    opts
+}
+
 /// The options of `status`, `list` and `info`.
 fn plain_opts() -> Options {
     let mut opts = Options::new();
@@ -252,11 +300,14 @@ where
         Action::Version
     } else {
         let Some((sub, sub_args)) = rest.split_first() else {
-            return Err(usage("missing command (lock, status, list, info or send)"));
+            return Err(usage(
+                "missing command (lock, tx, status, list, info or send)",
+            ));
         };
         match sub.to_str() {
             Some("lock") => parse_lock(sub_args)?,
             Some("send") => parse_send(sub_args)?,
+            Some("tx") => parse_tx(sub_args)?,
             Some(name @ ("status" | "list" | "info")) => parse_plain(name, sub_args)?,
             _ => {
                 return Err(usage(format!(
@@ -286,6 +337,50 @@ fn getopts_parse<'a>(
         return Err(usage("options and their values must be valid UTF-8"));
     }
     Ok((m, &args[split..]))
+}
+
+fn parse_tx(args: &[OsString]) -> Result<Action, UsageError> {
+    let (m, rest) = getopts_parse(&tx_opts(), args)?;
+    if m.opt_present("help") {
+        return Ok(Action::Help);
+    }
+    let Some(namespace) = m.opt_str("namespace") else {
+        return Err(usage("tx: missing -N NS"));
+    };
+    if namespace.is_empty() {
+        return Err(usage("tx: the namespace must not be empty"));
+    }
+    let duration = match m.opt_str("duration") {
+        None => None,
+        Some(v) => Some(seconds("-d", &v, 1)?),
+    };
+    let pid = match m.opt_str("pid") {
+        None => None,
+        Some(v) => match v.parse::<u64>() {
+            Ok(p) if p >= 1 && p <= i64::MAX as u64 => Some(p),
+            _ => return Err(usage(format!("-p: '{v}' is not a positive integer"))),
+        },
+    };
+    let rest = match rest.split_first() {
+        Some((dashes, tail)) if dashes == "--" => tail,
+        _ => rest,
+    };
+    if rest.is_empty() {
+        return Err(usage("tx: missing STATEMENT"));
+    }
+    if rest.len() > MAX_STATEMENTS {
+        return Err(usage(format!(
+            "tx: at most {MAX_STATEMENTS} statements, not {}",
+            rest.len()
+        )));
+    }
+    let statements = rest.iter().map(|a| a.as_bytes().to_vec()).collect();
+    Ok(Action::Tx(TxArgs {
+        namespace,
+        duration,
+        pid,
+        statements,
+    }))
 }
 
 fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {

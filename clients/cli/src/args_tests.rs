@@ -309,3 +309,47 @@ fn flock_habits_that_contradict_each_other_are_refused() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+fn tx(args: &[&str]) -> TxArgs {
+    match parse(args).expect("valid").action {
+        Action::Tx(t) => t,
+        other => panic!("not a transaction: {other:?}"),
+    }
+}
+
+#[test]
+fn tx_takes_a_namespace_and_its_statements_in_order() {
+    let t = tx(&["tx", "-N", "Clinical", "assert not exists A", "set B dup"]);
+    assert_eq!(t.namespace, "Clinical");
+    assert_eq!(
+        t.statements,
+        [b"assert not exists A".to_vec(), b"set B dup".to_vec()]
+    );
+    assert_eq!((t.duration, t.pid), (None, None));
+    let t = tx(&[
+        "tx",
+        "--namespace=n",
+        "-d",
+        "2.5",
+        "-p",
+        "9",
+        "--",
+        "exists A",
+    ]);
+    assert_eq!(t.duration, Some(Duration::from_millis(2500)));
+    assert_eq!(t.pid, Some(9));
+    assert_eq!(t.statements, [b"exists A".to_vec()]);
+}
+
+#[test]
+fn tx_refuses_what_the_agent_would_refuse_anyway() {
+    assert!(usage_error(&["tx", "exists A"]).contains("-N"));
+    assert!(usage_error(&["tx", "-N", "", "exists A"]).contains("empty"));
+    assert!(usage_error(&["tx", "-N", "n"]).contains("STATEMENT"));
+    assert!(usage_error(&["tx", "-N", "n", "-d", "0", "exists A"]).contains("-d"));
+    assert!(usage_error(&["tx", "-N", "n", "-p", "0", "exists A"]).contains("-p"));
+    let many: Vec<String> = (0..33).map(|_| "exists A".to_owned()).collect();
+    let mut line = vec!["tx", "-N", "n"];
+    line.extend(many.iter().map(String::as_str));
+    assert!(usage_error(&line).contains("at most 32"));
+}

@@ -10,6 +10,7 @@ mod guard;
 mod query;
 mod run;
 mod spawn;
+mod tx;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -61,6 +62,7 @@ fn execute(cmd: &Command) -> ExitCode {
         Action::List => query::list(&mut client),
         Action::Info => query::info(&mut client),
         Action::Send(send) => query::send(&mut client, send),
+        Action::Tx(tx) => tx::run(&mut client, tx),
         Action::Help | Action::Version => exit::OK,
     };
     ExitCode::from(code)

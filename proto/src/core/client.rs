@@ -14,7 +14,7 @@ use crate::vocab::{ObjectName, TicketId};
 use crate::wire::{Message, command_of};
 
 /// The commands a client may send, for `HELP`.
-pub const COMMANDS: &str = "ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,UNLOCK";
+pub const COMMANDS: &str = "ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,TRANSACTION,UNLOCK";
 
 /// One open connection.
 #[derive(Debug)]
@@ -76,6 +76,8 @@ impl Core {
         let Some(state) = self.clients.remove(&client) else {
             return Err(InputError::UnknownClient(client));
         };
+        // Its sessions' variables vanish with it.
+        self.space.close_client(client);
         let mut touched = BTreeSet::new();
         for (id, name) in state.tickets {
             let Some(object) = self.table.objects.get_mut(&name) else {
@@ -113,6 +115,7 @@ impl Core {
             "LOCK" => self.lock(now, client, &msg),
             "UNLOCK" => self.unlock(now, client, &msg),
             "EXTEND" => self.extend(now, client, &msg),
+            "TRANSACTION" => self.transaction(now, client, &msg),
             "LOCKSTATUS" => {
                 let status = if self.is_ready() {
                     "LOCKREADY"

@@ -6,6 +6,7 @@
 
 mod client;
 mod cluster;
+mod tx;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -51,6 +52,8 @@ pub struct Config {
     pub max_list_bytes: usize,
     /// The cluster this computer belongs to (none: a one-computer cluster).
     pub cluster: ClusterConfig,
+    /// Bounds on the variables of lock transactions.
+    pub tx: crate::local::tx::Limits,
 }
 
 impl Default for Config {
@@ -63,6 +66,7 @@ impl Default for Config {
             defaults: Defaults::default(),
             max_list_bytes: 1 << 20,
             cluster: ClusterConfig::default(),
+            tx: crate::local::tx::Limits::default(),
         }
     }
 }
@@ -85,6 +89,10 @@ impl Config {
         }
         if self.max_tickets == 0 {
             return Err("max_tickets must be at least 1".to_owned());
+        }
+        let tx = &self.tx;
+        if tx.per_session == 0 || tx.total == 0 || tx.namespaces == 0 {
+            return Err("the bounds of transactions must be at least 1".to_owned());
         }
         self.cluster.validate()
     }
@@ -270,6 +278,8 @@ pub struct Core {
     grants: u64,
     pub(crate) stopping: bool,
     pub(crate) cluster: crate::cluster::Cluster,
+    /// The namespaces of lock transactions.
+    pub(crate) space: crate::local::tx::Space,
 }
 
 impl Core {
@@ -287,6 +297,13 @@ impl Core {
                 last_fence: cluster.records.fence_floor,
             }
         };
+        // Alone, commits take fences above the epoch's base, as grants do,
+        // so they keep growing across restarts given a sane clock.
+        let tx_floor = match authority {
+            Authority::Solo { epoch, .. } => crate::cluster::persist::fence_base(epoch),
+            Authority::Cluster => 0,
+        };
+        let space = crate::local::tx::Space::new(config.tx, tx_floor);
         let mut core = Core {
             config,
             table: Table::default(),
@@ -298,6 +315,7 @@ impl Core {
             grants: 0,
             stopping: false,
             cluster,
+            space,
         };
         if !core.authority.is_cluster() {
             core.persist();
@@ -350,6 +368,7 @@ impl Core {
                 Timer::Ticket(id, name) => self.ticket_timer(now, &name, id, at),
             }
         }
+        self.space.expire(now.mono);
         self.install_own_state(now);
         self.cluster_tick(now);
         self.drain_local(now);
@@ -402,12 +421,16 @@ impl Core {
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called:
     /// the earliest of the parts' deadlines (the lock table's timers, the
-    /// cluster's tick and its pending own state).
+    /// expiry of transactions' variables, the cluster's tick and its
+    /// pending own state).
     pub fn poll_timeout(&self) -> Option<Time> {
         if !self.cluster.local.is_empty() {
             return Some(self.last_now); // more of what it sent itself
         }
-        let table = self.table.next_timer();
+        let table = match (self.table.next_timer(), self.space.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if !self.authority.is_cluster() || self.stopping {
             return table;
         }

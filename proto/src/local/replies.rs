@@ -61,3 +61,31 @@ pub fn invalid(command: Option<&str>, line: &[u8], reason: &str) -> Message {
     msg.set("reason", reason);
     msg
 }
+
+/// `TRANSACTIONOK namespace=NS;fence=F;results=1,0,...[;tag=G]`.
+pub fn transaction_ok(namespace: &[u8], fence: u64, results: &[bool], tag: Option<i64>) -> Message {
+    let mut msg = Message::new("TRANSACTIONOK").with("namespace", namespace);
+    msg.set_u64("fence", fence);
+    let results: Vec<&str> = results.iter().map(|&r| if r { "1" } else { "0" }).collect();
+    msg.set("results", results.join(","));
+    if let Some(tag) = tag {
+        msg.set("tag", tag.to_string());
+    }
+    msg
+}
+
+/// `TRANSACTIONFAILED namespace=NS;failed=N;error=E;description=TEXT[;tag=G]`.
+pub fn transaction_failed(
+    namespace: &[u8],
+    tag: Option<i64>,
+    why: &crate::local::tx::TxRefusal,
+) -> Message {
+    let mut msg = Message::new("TRANSACTIONFAILED").with("namespace", namespace);
+    msg.set_u64("failed", why.statement as u64);
+    msg.set("error", why.error.as_str());
+    msg.set("description", &why.description);
+    if let Some(tag) = tag {
+        msg.set("tag", tag.to_string());
+    }
+    msg
+}

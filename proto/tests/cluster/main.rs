@@ -571,3 +571,26 @@ fn an_agent_whose_record_names_a_later_epoch_takes_no_earlier_one() {
     let fence = fence_of_a_grant(&mut net, j, "later");
     assert!(fence > later << 20);
 }
+
+#[test]
+fn a_transaction_in_a_cluster_is_unavailable_and_changes_nothing() {
+    let mut net = Net::new(3, 5);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let c = net.open(1);
+    for _ in 0..2 {
+        net.send(c, "TRANSACTION namespace=n;s1=set A;s2=exists A;tag=9");
+        let got = net
+            .wait_reply(c, Duration::from_secs(1))
+            .expect("an answer");
+        assert_eq!(got.command, "TRANSACTIONFAILED", "{got}");
+        assert_eq!(got.get_str("error"), Some("unavailable"), "{got}");
+        assert_eq!(got.get_str("failed"), Some("0"), "{got}");
+        assert_eq!(got.get_str("tag"), Some("9"), "{got}");
+        let why = got.get_str("description").unwrap();
+        assert!(why.contains("single agent"), "{why}");
+    }
+    // The connection still serves locks.
+    net.send(c, "LOCK object_name=x;duration=30");
+    let got = net.wait_reply(c, Duration::from_secs(1)).expect("granted");
+    assert_eq!(got.command, "LOCKED", "{got}");
+}

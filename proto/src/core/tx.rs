@@ -1,0 +1,61 @@
+//! `TRANSACTION` (snaplock(7), TRANSACTIONS): lock transactions of Sky OS,
+//! decided by this agent's [`Space`](crate::local::tx::Space).
+//!
+//! Only a single agent decides them for now. In a cluster, a namespace
+//! would need one leader and every commit the votes of a majority of the
+//! epoch's leaders, as a grant has; until then a cluster answers
+//! `error=unavailable`, so that no client relies on a commit that a
+//! failover could lose.
+
+use super::Core;
+use crate::local::replies;
+use crate::local::tx::{SessionId, TxError, TxRefusal, decode_transaction};
+use crate::time::Now;
+use crate::vocab::ClientId;
+use crate::wire::Message;
+
+impl Core {
+    pub(super) fn transaction(&mut self, now: Now, client: ClientId, msg: &Message) {
+        let tx = match decode_transaction(msg) {
+            Ok(tx) => tx,
+            Err((why, echo)) => {
+                let reply = replies::transaction_failed(&echo.namespace, echo.tag, &why);
+                return self.reply(client, reply);
+            }
+        };
+        let refuse = |why: TxRefusal| replies::transaction_failed(&tx.namespace, tx.tag, &why);
+        // The reliability contract (`min_uptime`, `min_trust`, answered
+        // with `error=untrusted`) is checked here, and only here: after the
+        // request is read, before anything is decided or changed.
+        if let Some(why) = self.tx_contract(msg) {
+            return self.reply(client, refuse(why));
+        }
+        if self.authority.is_cluster() {
+            let why = TxRefusal::new(
+                0,
+                TxError::Unavailable,
+                "transactions need a single agent for now: a cluster does not agree on them yet",
+            );
+            return self.reply(client, refuse(why));
+        }
+        if self.stopping {
+            let why = TxRefusal::new(0, TxError::Unavailable, "the agent is stopping");
+            return self.reply(client, refuse(why));
+        }
+        let session = SessionId {
+            client,
+            pid: tx.pid,
+        };
+        let reply = match self.space.apply(now.mono, session, &tx) {
+            Ok(done) => replies::transaction_ok(&tx.namespace, done.fence, &done.results, tx.tag),
+            Err(why) => refuse(why),
+        };
+        self.reply(client, reply);
+    }
+
+    /// Whether this agent meets the transaction's reliability contract:
+    /// `None` when it does. Not checked yet: every transaction passes.
+    fn tx_contract(&self, _msg: &Message) -> Option<TxRefusal> {
+        None
+    }
+}
