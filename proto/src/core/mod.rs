@@ -6,6 +6,7 @@
 
 mod client;
 mod cluster;
+mod trust;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -270,6 +271,8 @@ pub struct Core {
     grants: u64,
     pub(crate) stopping: bool,
     pub(crate) cluster: crate::cluster::Cluster,
+    /// The agent's start and call rate, for the trust contract.
+    pub(crate) trust: crate::local::trust::Trust,
 }
 
 impl Core {
@@ -298,6 +301,7 @@ impl Core {
             grants: 0,
             stopping: false,
             cluster,
+            trust: crate::local::trust::Trust::new(now.mono),
         };
         if !core.authority.is_cluster() {
             core.persist();

@@ -4,7 +4,9 @@
 //! - [`table`]: the lock table, every object's tickets in bakery order,
 //!   and their timers;
 //! - [`ticket`]: the one rule that decides who may hold an object;
-//! - `replies`: the replies to clients, built in one place.
+//! - `replies`: the replies to clients, built in one place;
+//! - [`trust`]: the agent's uptime and call-rate trust, and the contract
+//!   a request asks of them (`min_uptime`, `min_trust`).
 //!
 //! Nothing here knows of other agents: alone, the core decides with these;
 //! in a cluster, the leaders' tables (`cluster/`) decide, and the home
@@ -14,3 +16,4 @@ pub(crate) mod replies;
 pub mod request;
 pub mod table;
 pub mod ticket;
+pub mod trust;
