@@ -1,11 +1,15 @@
 //! Every request of snaplock(7) through a real socket of an in-process
-//! agent, and every `LOCKFAILED` error one computer can produce.
+//! agent (of a `snaplockd` process for the trust contract, whose uptime
+//! is the process's), and every `LOCKFAILED` error one computer can
+//! produce.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Client, assert_reply, deadline_in, fence, now, param, start, unix_now};
+use common::{
+    Client, Daemon, TempDir, assert_reply, deadline_in, fence, now, param, start, unix_now,
+};
 
 #[test]
 fn lock_is_answered_locked_with_key_timeout_date_fence_and_tag() {
@@ -392,4 +396,39 @@ fn tags_let_one_connection_have_many_requests_in_flight() {
     assert_reply(&b.recv(), "LOCKED", &[("object_name", "t2"), ("tag", "2")]);
     a.request("UNLOCK object_name=t1");
     assert_reply(&b.recv(), "LOCKED", &[("object_name", "t1"), ("tag", "1")]);
+}
+
+#[test]
+fn a_trust_contract_is_refused_untrusted_by_a_young_agent_process_and_met_later() {
+    let dir = TempDir::new("trust");
+    let _daemon = Daemon::start(&dir.socket(), &[], &[]);
+    let mut c = Client::connect(&dir.socket());
+    let m = c.request("LOCK object_name=t;min_uptime=3600;tag=1");
+    assert_reply(
+        &m,
+        "LOCKFAILED",
+        &[("object_name", "t"), ("error", "untrusted"), ("tag", "1")],
+    );
+    let why = param(&m, "description");
+    assert!(
+        why.contains("uptime ") && why.contains("min_uptime=3600") && why.contains("trust 1"),
+        "{why}"
+    );
+    assert_eq!(
+        param(&c.request("LISTTICKETS"), "list"),
+        "",
+        "nothing queued"
+    );
+    let m = c.request("LOCK object_name=t;min_uptime=0;min_trust=1;tag=2");
+    assert_reply(&m, "LOCKED", &[("object_name", "t"), ("tag", "2")]);
+    let m = c.request("LOCK object_name=u;min_trust=2");
+    assert_reply(&m, "LOCKFAILED", &[("error", "invalid")]);
+    std::thread::sleep(Duration::from_millis(1_100));
+    let info = c.request("INFO");
+    let uptime: f64 = param(&info, "uptime").parse().unwrap();
+    assert!((1.1..60.0).contains(&uptime), "uptime {uptime}");
+    let trust: f64 = param(&info, "trust").parse().unwrap();
+    assert!((0.0..=1.0).contains(&trust), "trust {trust}");
+    let m = c.request("LOCK object_name=u;min_uptime=1");
+    assert_reply(&m, "LOCKED", &[("object_name", "u")]);
 }

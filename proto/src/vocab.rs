@@ -110,7 +110,8 @@ impl Kind {
 /// Why a request is refused: the `error=` and `description=` of the reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// `invalid`, `timedout`, `duplicate`, `busy`, `overflow`, `unavailable`, `denied`.
+    /// `invalid`, `timedout`, `duplicate`, `busy`, `overflow`, `unavailable`,
+    /// `denied`, `untrusted`.
     pub error: &'static str,
     /// For the human reading the reply.
     pub description: String,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use getopts::{Matches, Options, ParsingStyle};
+use snaplock_proto::local::trust::{MAX_MIN_UPTIME, fraction_from_wire};
 use snaplock_proto::time::parse_duration;
 
 /// The help text (`-h`, `--help`).
@@ -39,6 +40,10 @@ Commands:
                             hold NAME, N from this run's own view of the
                             capacity (1 to 1000000)
       -x, -e, --exclusive   take an exclusive lock (the default)
+      --min-uptime SECS     refuse to lock unless the agent has run at least
+                            SECS (decimals allowed; 0 to 315360000; exit 69)
+      --min-trust X         refuse to lock unless the agent's trust is at
+                            least X (0 to 1; exit 69); see snaplock(7), TRUST
       -c, --command SHELL-COMMAND
                             run SHELL-COMMAND with sh -c
       -E, --conflict-exit-code CODE
@@ -85,7 +90,8 @@ Exit status:
   69      agent unavailable: cannot connect, no reply in time, connection
           closed, or LOCKFAILED error=unavailable (no leaders, no quorum,
           leaders changing, lock-delay; the reason is printed), or
-          TRANSACTIONFAILED error=unavailable
+          TRANSACTIONFAILED error=unavailable; lock: the agent does not
+          meet --min-uptime or --min-trust (error=untrusted)
   70      protocol or unexpected error: LOCKFAILED error=invalid, overflow,
           denied or duplicate (TRANSACTIONFAILED error=invalid or overflow),
           an unexpected or unreadable reply
@@ -169,6 +175,11 @@ pub struct LockArgs {
     pub shared: bool,
     /// `--counted N`: counted mode, with its limit.
     pub counted: Option<u32>,
+    /// `--min-uptime SECS`: the agent must have run this long.
+    pub min_uptime: Option<Duration>,
+    /// `--min-trust X`: the agent's trust must be at least this, in
+    /// millionths.
+    pub min_trust: Option<u32>,
     /// `-E`: exit status on conflict or timeout.
     pub conflict_code: u8,
     /// The command and its arguments (never empty).
@@ -229,6 +240,18 @@ pub fn lock_opts() -> Options {
     );
     opts.optflag("x", "exclusive", "take an exclusive lock (the default)");
     opts.optflag("e", "", "take an exclusive lock (the default)");
+    opts.optopt(
+        "",
+        "min-uptime",
+        "refuse unless the agent has run at least SECS",
+        "SECS",
+    );
+    opts.optopt(
+        "",
+        "min-trust",
+        "refuse unless the agent's trust is at least X",
+        "X",
+    );
     opts.optopt(
         "c",
         "command",
@@ -436,6 +459,25 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
             "lock: --counted, -s and -x (or -e) exclude each other",
         ));
     }
+    let min_uptime = match m.opt_str("min-uptime") {
+        None => None,
+        Some(v) => Some(
+            parse_duration(v.as_bytes(), MAX_MIN_UPTIME)
+                .filter(|d| *d <= Duration::from_secs(MAX_MIN_UPTIME))
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--min-uptime: '{v}' is not a number of seconds from 0 to {MAX_MIN_UPTIME}"
+                    ))
+                })?,
+        ),
+    };
+    let min_trust = match m.opt_str("min-trust") {
+        None => None,
+        Some(v) => Some(
+            fraction_from_wire(v.as_bytes())
+                .ok_or_else(|| usage(format!("--min-trust: '{v}' is not a number from 0 to 1")))?,
+        ),
+    };
     // `-c` before NAME, or after it as flock(1) writes it.
     let mut shell = m.opt_str("command").map(OsString::from);
     if shell.is_none()
@@ -476,6 +518,8 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
         try_once: m.opt_present("nonblock") || wait.is_zero(),
         shared: m.opt_present("shared"),
         counted,
+        min_uptime,
+        min_trust,
         conflict_code,
         command,
     }))

@@ -33,6 +33,7 @@ fn lock_has_flock_like_defaults() {
     assert_eq!(l.lease, Duration::from_secs(60));
     assert!(!l.try_once && !l.shared);
     assert_eq!(l.counted, None);
+    assert_eq!((l.min_uptime, l.min_trust), (None, None));
     assert_eq!(l.conflict_code, 1);
     assert_eq!(l.command, os(&["true"]));
 }
@@ -276,6 +277,43 @@ fn counted_takes_its_limit() {
         let l = lock(args);
         assert_eq!(l.counted, Some(6), "{args:?}");
         assert!(!l.shared, "{args:?}");
+    }
+}
+
+#[test]
+fn a_trust_contract_takes_seconds_and_a_fraction() {
+    let l = lock(&[
+        "lock",
+        "--min-uptime",
+        "3600.5",
+        "--min-trust=0.75",
+        "x",
+        "cmd",
+    ]);
+    assert_eq!(l.min_uptime, Some(Duration::from_millis(3_600_500)));
+    assert_eq!(l.min_trust, Some(750_000));
+    let l = lock(&["lock", "--min-uptime=0", "--min-trust", "1", "x", "cmd"]);
+    assert_eq!(
+        (l.min_uptime, l.min_trust),
+        (Some(Duration::ZERO), Some(1_000_000))
+    );
+    for (args, needle) in [
+        (
+            &["lock", "--min-uptime", "-1", "x", "c"][..],
+            "--min-uptime: '-1'",
+        ),
+        (
+            &["lock", "--min-uptime", "315360000.5", "x", "c"],
+            "from 0 to 315360000",
+        ),
+        (
+            &["lock", "--min-trust", "1.5", "x", "c"],
+            "--min-trust: '1.5' is not a number from 0 to 1",
+        ),
+        (&["lock", "--min-trust", "high", "x", "c"], "from 0 to 1"),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
 

@@ -35,7 +35,11 @@ pub fn is_conflict(e: &Error) -> bool {
 pub fn of_error(e: &Error, conflict: u8) -> u8 {
     match e {
         _ if is_conflict(e) => conflict,
-        Error::Refused { error, .. } if error == "unavailable" => UNAVAILABLE,
+        // The agent does not meet the request's trust contract: it cannot
+        // serve this request now, as when it has no quorum.
+        Error::Refused { error, .. } if error == "unavailable" || error == "untrusted" => {
+            UNAVAILABLE
+        }
         Error::Refused { .. } => SOFTWARE,
         // The agent stopped or could not answer: there is no service.
         Error::Io(_) | Error::Timeout | Error::Closed | Error::Lost { .. } => UNAVAILABLE,
@@ -80,6 +84,7 @@ mod tests {
     #[test]
     fn an_agent_that_cannot_serve_is_unavailable() {
         assert_eq!(of_error(&refused("unavailable"), 1), UNAVAILABLE);
+        assert_eq!(of_error(&refused("untrusted"), 1), UNAVAILABLE);
         assert_eq!(of_error(&Error::Timeout, 1), UNAVAILABLE);
         assert_eq!(of_error(&Error::Closed, 1), UNAVAILABLE);
         let io = io::Error::from(io::ErrorKind::ConnectionRefused);

@@ -87,6 +87,8 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         },
         limit: args.counted,
         try_once: args.try_once,
+        min_uptime: args.min_uptime,
+        min_trust: args.min_trust,
         ..LockOptions::default()
     };
     let name = String::from_utf8_lossy(&args.name).into_owned();

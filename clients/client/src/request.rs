@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use snaplock_proto::UnixTime;
+use snaplock_proto::local::trust::fraction_to_wire;
 use snaplock_proto::time::duration_to_wire;
 use snaplock_proto::wire::Message;
 
@@ -36,6 +37,13 @@ pub struct LockOptions {
     pub detach: bool,
     /// The requester's id; the lock's key is `<server_name>/<pid>`.
     pub pid: Option<u64>,
+    /// The agent must have run at least this long (`min_uptime=`), or the
+    /// request is `Refused { error: "untrusted" }`.
+    pub min_uptime: Option<Duration>,
+    /// The agent's trust must be at least this many millionths
+    /// (`min_trust=`; 1_000_000 is 1), or the request is
+    /// `Refused { error: "untrusted" }`.
+    pub min_trust: Option<u32>,
 }
 
 /// Waited for a `LOCK` reply when [`LockOptions::wait`] is not given: the
@@ -80,6 +88,12 @@ impl LockOptions {
         }
         if let Some(pid) = self.pid {
             msg.set_u64("pid", pid);
+        }
+        if let Some(d) = self.min_uptime {
+            msg.set("min_uptime", duration_to_wire(d));
+        }
+        if let Some(t) = self.min_trust {
+            msg.set("min_trust", fraction_to_wire(t));
         }
         msg
     }

@@ -422,6 +422,21 @@ fn a_counted_lock_writes_its_mode_and_limit() {
 }
 
 #[test]
+fn a_trust_contract_is_written_only_when_given() {
+    let opts = LockOptions {
+        min_uptime: Some(Duration::from_millis(3_600_500)),
+        min_trust: Some(750_000),
+        ..LockOptions::default()
+    };
+    let msg = opts.to_message(b"db", 1, UnixTime(10_000_000));
+    assert_eq!(msg.get_str("min_uptime"), Some("3600.5"));
+    assert_eq!(msg.get_str("min_trust"), Some("0.75"));
+    let msg = LockOptions::default().to_message(b"db", 1, UnixTime(10_000_000));
+    assert_eq!(msg.get("min_uptime"), None);
+    assert_eq!(msg.get("min_trust"), None);
+}
+
+#[test]
 fn vouched_for_reads_valid_for_from_the_answer_to_its_alive() {
     let (mut client, agent) = with_fake_agent(|a| {
         let req = a.read();

@@ -107,6 +107,10 @@ impl snaplock_lock_options {
             try_once: self.try_once,
             detach: self.detach,
             pid: (self.pid > 0).then_some(self.pid),
+            // The C options carry no trust contract: changing the struct
+            // would change the ABI.
+            min_uptime: None,
+            min_trust: None,
         })
     }
 }

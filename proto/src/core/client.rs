@@ -111,6 +111,7 @@ impl Core {
         if !self.clients.contains_key(&client) {
             return Err(InputError::UnknownClient(client));
         }
+        self.note_call(now, &msg.command);
         match msg.command.as_str() {
             "LOCK" => self.lock(now, client, &msg),
             "UNLOCK" => self.unlock(now, client, &msg),
@@ -129,7 +130,7 @@ impl Core {
                 self.reply(client, Message::new("TICKETLIST").with("list", list));
             }
             "INFO" => {
-                let info = self.info();
+                let info = self.info(now);
                 self.reply(client, info);
             }
             "HELP" => self.reply(client, Message::new("COMMANDS").with("list", COMMANDS)),
@@ -192,6 +193,10 @@ impl Core {
             Ok(req) => req,
             Err((why, target)) => return self.refuse(client, &target, None, &why),
         };
+        let contract = match crate::local::trust::Contract::decode(msg) {
+            Ok(c) => c,
+            Err(why) => return self.refuse(client, &req.target, None, &why),
+        };
         if self.cluster.cfg.plant == crate::cluster::Plant::CountedOneOver
             && req.kind.mode == crate::vocab::Mode::Counted
         {
@@ -205,6 +210,9 @@ impl Core {
         }
         if self.stopping {
             let why = Refusal::new("unavailable", "the agent is stopping");
+            return self.refuse(client, &req.target, Some(&key), &why);
+        }
+        if let Some(why) = self.contract_refusal(now, &contract) {
             return self.refuse(client, &req.target, Some(&key), &why);
         }
         let name = self.table.intern(&req.target.object);
@@ -452,7 +460,7 @@ impl Core {
         list
     }
 
-    fn info(&self) -> Message {
+    fn info(&self, now: Now) -> Message {
         let s = self.status();
         let name = &self.config.server_name;
         let c = &self.cluster;
@@ -491,6 +499,7 @@ impl Core {
             let list: Vec<String> = waiting.iter().map(ToString::to_string).collect();
             msg.set("waiting_for", list.join(","));
         }
+        self.trust_info(now, &mut msg);
         for (k, v) in [
             ("connected", connected as u64),
             ("cluster_size", size as u64),

@@ -6,6 +6,7 @@
 
 mod client;
 mod cluster;
+mod trust;
 mod tx;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -280,6 +281,8 @@ pub struct Core {
     pub(crate) cluster: crate::cluster::Cluster,
     /// The namespaces of lock transactions.
     pub(crate) space: crate::local::tx::Space,
+    /// The agent's start and call rate, for the trust contract.
+    pub(crate) trust: crate::local::trust::Trust,
 }
 
 impl Core {
@@ -316,6 +319,7 @@ impl Core {
             stopping: false,
             cluster,
             space,
+            trust: crate::local::trust::Trust::new(now.mono),
         };
         if !core.authority.is_cluster() {
             core.persist();

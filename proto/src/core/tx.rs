@@ -9,6 +9,7 @@
 
 use super::Core;
 use crate::local::replies;
+use crate::local::trust::Contract;
 use crate::local::tx::{SessionId, TxError, TxRefusal, decode_transaction};
 use crate::time::Now;
 use crate::vocab::ClientId;
@@ -27,7 +28,7 @@ impl Core {
         // The reliability contract (`min_uptime`, `min_trust`, answered
         // with `error=untrusted`) is checked here, and only here: after the
         // request is read, before anything is decided or changed.
-        if let Some(why) = self.tx_contract(msg) {
+        if let Some(why) = self.tx_contract(now, msg) {
             return self.reply(client, refuse(why));
         }
         if self.authority.is_cluster() {
@@ -53,9 +54,14 @@ impl Core {
         self.reply(client, reply);
     }
 
-    /// Whether this agent meets the transaction's reliability contract:
-    /// `None` when it does. Not checked yet: every transaction passes.
-    fn tx_contract(&self, _msg: &Message) -> Option<TxRefusal> {
-        None
+    /// Whether this agent meets the transaction's reliability contract,
+    /// as for `LOCK` (`Core::contract_refusal`): `None` when it does.
+    fn tx_contract(&self, now: Now, msg: &Message) -> Option<TxRefusal> {
+        let contract = match Contract::decode(msg) {
+            Ok(contract) => contract,
+            Err(why) => return Some(TxRefusal::new(0, TxError::Invalid, why.description)),
+        };
+        let why = self.contract_refusal(now, &contract)?;
+        Some(TxRefusal::new(0, TxError::Untrusted, why.description))
     }
 }

@@ -7,6 +7,8 @@
 //! - `replies`: the replies to clients, built in one place;
 //! - [`tx`]: lock transactions (Sky OS): namespaces of variables held by
 //!   sessions, changed all or nothing.
+//! - [`trust`]: the agent's uptime and call-rate trust, and the contract
+//!   a request asks of them (`min_uptime`, `min_trust`).
 //!
 //! Nothing here knows of other agents: alone, the core decides with these;
 //! in a cluster, the leaders' tables (`cluster/`) decide, and the home
@@ -16,4 +18,5 @@ pub(crate) mod replies;
 pub mod request;
 pub mod table;
 pub mod ticket;
+pub mod trust;
 pub mod tx;

@@ -85,6 +85,9 @@ pub enum TxError {
     Overflow,
     /// The agent cannot decide transactions now.
     Unavailable,
+    /// The agent does not meet the request's reliability contract
+    /// (`min_uptime`, `min_trust`).
+    Untrusted,
 }
 
 impl TxError {
@@ -95,6 +98,7 @@ impl TxError {
             TxError::Invalid => "invalid",
             TxError::Overflow => "overflow",
             TxError::Unavailable => "unavailable",
+            TxError::Untrusted => "untrusted",
         }
     }
 }
