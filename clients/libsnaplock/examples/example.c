@@ -107,6 +107,26 @@ int main(int argc, char **argv)
     }
     printf("second connection: %s\n", snaplock_result_str(r));
 
+    /* What snaplock_lock_options has no room for: a counted lock, then a
+     * reliability contract that an agent started just now cannot meet. */
+    snaplock_lock_options counted = snaplock_lock_options_default();
+    counted.limit = 2;
+    snaplock_lock_extra extra = {0};
+    extra.counted = true;
+    r = snaplock_lock_ex(other, OBJECT "/counted", &counted, &extra, &unused);
+    if (r != SNAPLOCK_RESULT_OK) {
+        failed("counted lock", other, r);
+        goto out;
+    }
+    extra.min_uptime_ms = 3600000; /* an hour */
+    r = snaplock_lock_ex(other, OBJECT "/contract", &counted, &extra, &unused);
+    if (r != SNAPLOCK_RESULT_UNTRUSTED) {
+        failed("a min_uptime of an hour did not give UNTRUSTED", other, r);
+        goto out;
+    }
+    printf("counted lock: fence %" PRIu64 "; min_uptime of an hour: %s\n",
+           unused.fence, snaplock_result_str(r));
+
     /* The event loop: events a call already brought in first, then poll. */
     int expired = drain_events(conn, &event);
     struct pollfd pfd = { .fd = snaplock_fd(conn), .events = POLLIN };

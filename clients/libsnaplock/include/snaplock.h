@@ -128,6 +128,12 @@ enum snaplock_result
   // The agent refused the request with an `error=` word this library
   // does not know (a newer agent); the connection's last error has it.
   SNAPLOCK_RESULT_REFUSED = 1015,
+  // The agent does not meet the reliability contract the request stated
+  // (`snaplock_lock_extra.min_uptime_ms`, `min_trust_ppm`;
+  // `error=untrusted`): it has not run long enough, or its trust is too
+  // low. Nothing was queued; another agent, or the same one later, may
+  // meet it.
+  SNAPLOCK_RESULT_UNTRUSTED = 1016,
 };
 #ifndef __cplusplus
 typedef uint32_t snaplock_result;
@@ -180,7 +186,8 @@ typedef struct snaplock_lock_options {
   // A shared (read-only) lock instead of an exclusive one.
   bool shared;
   // For a shared lock: at most this many holders, this request
-  // included (a counting semaphore); 0: no limit.
+  // included (a counting semaphore); 0: no limit. For a counted lock
+  // (`snaplock_lock_extra.counted`): its limit, 1 to 1000000.
   uint32_t limit;
   // For an exclusive lock: one of `snaplock_policy`.
   uint32_t policy;
@@ -211,6 +218,28 @@ typedef struct snaplock_grant {
   // expiry event (`snaplock_next_event`).
   int64_t timeout_date_us;
 } snaplock_grant;
+
+// What `snaplock_lock_ex` asks beyond `snaplock_lock_options`, which
+// cannot grow without breaking programs built against an older header.
+// Every field's zero asks nothing: a zeroed struct (`= {0}`) or NULL makes
+// `snaplock_lock_ex` send what `snaplock_lock` sends.
+//
+// Thread safety: plain data, copied by `snaplock_lock_ex`.
+typedef struct snaplock_lock_extra {
+  // A counted lock (`mode=counted`, canal's elastic count) instead of an
+  // exclusive or shared one: granted while fewer than its own
+  // `snaplock_lock_options.limit` (1 to 1000000, required) holders hold
+  // the object. Not with `shared`; the policy does not apply.
+  bool counted;
+  // The agent must have run for at least this many milliseconds
+  // (`min_uptime=`), or the request fails at once with
+  // `SNAPLOCK_RESULT_UNTRUSTED`; 0: no minimum.
+  uint64_t min_uptime_ms;
+  // The agent's trust must be at least this many millionths
+  // (`min_trust=`; 1000000 is a trust of 1), or the request fails at
+  // once with `SNAPLOCK_RESULT_UNTRUSTED`; 0: no minimum.
+  uint32_t min_trust_ppm;
+} snaplock_lock_extra;
 
 #ifdef __cplusplus
 extern "C" {
@@ -362,6 +391,26 @@ snaplock_result snaplock_lock(struct snaplock_conn *conn,
                               const char *object,
                               const struct snaplock_lock_options *opts,
                               struct snaplock_grant *grant_out);
+
+// `snaplock_lock` with what `snaplock_lock_options` has no room for: a
+// counted lock, and the reliability contract (`min_uptime`,
+// `min_trust`). `extra` NULL, or zeroed, asks nothing more: the call is
+// then `snaplock_lock`.
+//
+// Results: those of `snaplock_lock`, and `SNAPLOCK_RESULT_UNTRUSTED` (the
+// agent does not meet the contract; nothing was queued).
+// `SNAPLOCK_RESULT_INVALID_PARAMETER` also for a lock both shared and
+// counted, and from the agent for a counted lock without a limit of 1 to
+// 1000000 or with a policy other than hard, or a contract out of range.
+//
+// # Safety
+//
+// As `snaplock_lock`; `extra` NULL or readable.
+snaplock_result snaplock_lock_ex(struct snaplock_conn *conn,
+                                 const char *object,
+                                 const struct snaplock_lock_options *opts,
+                                 const struct snaplock_lock_extra *extra,
+                                 struct snaplock_grant *grant_out);
 
 // Renews the lease of a lock this connection holds: it now ends
 // `duration_ms` milliseconds from now (1000 to 7 days). The fence is

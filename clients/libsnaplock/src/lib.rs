@@ -53,8 +53,8 @@ pub use crate::event::{
     snaplock_next_event,
 };
 pub use crate::lock::{
-    snaplock_extend, snaplock_grant, snaplock_lock, snaplock_lock_options,
-    snaplock_lock_options_default, snaplock_policy, snaplock_unlock,
+    snaplock_extend, snaplock_grant, snaplock_lock, snaplock_lock_ex, snaplock_lock_extra,
+    snaplock_lock_options, snaplock_lock_options_default, snaplock_policy, snaplock_unlock,
 };
 pub use crate::result::{snaplock_result, snaplock_result_str};
 

@@ -48,7 +48,8 @@ pub struct snaplock_lock_options {
     /// A shared (read-only) lock instead of an exclusive one.
     pub shared: bool,
     /// For a shared lock: at most this many holders, this request
-    /// included (a counting semaphore); 0: no limit.
+    /// included (a counting semaphore); 0: no limit. For a counted lock
+    /// (`snaplock_lock_extra.counted`): its limit, 1 to 1000000.
     pub limit: u32,
     /// For an exclusive lock: one of `snaplock_policy`.
     pub policy: u32,
@@ -107,11 +108,51 @@ impl snaplock_lock_options {
             try_once: self.try_once,
             detach: self.detach,
             pid: (self.pid > 0).then_some(self.pid),
-            // The C options carry no trust contract: changing the struct
-            // would change the ABI.
+            // The contract and the counted mode are in
+            // `snaplock_lock_extra`: growing this struct would change the ABI.
             min_uptime: None,
             min_trust: None,
         })
+    }
+}
+
+/// What `snaplock_lock_ex` asks beyond `snaplock_lock_options`, which
+/// cannot grow without breaking programs built against an older header.
+/// Every field's zero asks nothing: a zeroed struct (`= {0}`) or NULL makes
+/// `snaplock_lock_ex` send what `snaplock_lock` sends.
+///
+/// Thread safety: plain data, copied by `snaplock_lock_ex`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct snaplock_lock_extra {
+    /// A counted lock (`mode=counted`, canal's elastic count) instead of an
+    /// exclusive or shared one: granted while fewer than its own
+    /// `snaplock_lock_options.limit` (1 to 1000000, required) holders hold
+    /// the object. Not with `shared`; the policy does not apply.
+    pub counted: bool,
+    /// The agent must have run for at least this many milliseconds
+    /// (`min_uptime=`), or the request fails at once with
+    /// `SNAPLOCK_RESULT_UNTRUSTED`; 0: no minimum.
+    pub min_uptime_ms: u64,
+    /// The agent's trust must be at least this many millionths
+    /// (`min_trust=`; 1000000 is a trust of 1), or the request fails at
+    /// once with `SNAPLOCK_RESULT_UNTRUSTED`; 0: no minimum.
+    pub min_trust_ppm: u32,
+}
+
+impl snaplock_lock_extra {
+    /// Adds these to the client's options, or says why they cannot be sent.
+    fn apply(self, opts: &mut LockOptions) -> Result<(), String> {
+        if self.counted {
+            if opts.mode == Mode::Shared {
+                return Err("a lock cannot be both shared and counted".to_owned());
+            }
+            opts.mode = Mode::Counted;
+        }
+        opts.min_uptime =
+            (self.min_uptime_ms > 0).then(|| Duration::from_millis(self.min_uptime_ms));
+        opts.min_trust = (self.min_trust_ppm > 0).then_some(self.min_trust_ppm);
+        Ok(())
     }
 }
 
@@ -197,35 +238,84 @@ pub unsafe extern "C" fn snaplock_lock(
     grant_out: *mut snaplock_grant,
 ) -> snaplock_result {
     ffi_boundary! {
-        // SAFETY: NULL or a live connection, used by this thread only.
-        let Some(conn) = (unsafe { conn.as_mut() }) else {
-            return snaplock_result::NullParameter;
-        };
-        // SAFETY: NULL or a NUL-terminated string (the caller's promise).
-        let object = match unsafe { object_arg(conn, object) } {
-            Ok(object) => object,
-            Err(result) => return result,
-        };
-        if grant_out.is_null() {
-            return conn.null("grant_out");
+        // SAFETY: the caller's promises, passed on; no extra.
+        unsafe { lock(conn, object, opts, std::ptr::null(), grant_out) }
+    }
+}
+
+/// `snaplock_lock` with what `snaplock_lock_options` has no room for: a
+/// counted lock, and the reliability contract (`min_uptime`,
+/// `min_trust`). `extra` NULL, or zeroed, asks nothing more: the call is
+/// then `snaplock_lock`.
+///
+/// Results: those of `snaplock_lock`, and `SNAPLOCK_RESULT_UNTRUSTED` (the
+/// agent does not meet the contract; nothing was queued).
+/// `SNAPLOCK_RESULT_INVALID_PARAMETER` also for a lock both shared and
+/// counted, and from the agent for a counted lock without a limit of 1 to
+/// 1000000 or with a policy other than hard, or a contract out of range.
+///
+/// # Safety
+///
+/// As `snaplock_lock`; `extra` NULL or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn snaplock_lock_ex(
+    conn: *mut snaplock_conn,
+    object: *const c_char,
+    opts: *const snaplock_lock_options,
+    extra: *const snaplock_lock_extra,
+    grant_out: *mut snaplock_grant,
+) -> snaplock_result {
+    ffi_boundary! {
+        // SAFETY: the caller's promises, passed on.
+        unsafe { lock(conn, object, opts, extra, grant_out) }
+    }
+}
+
+/// The body of `snaplock_lock` and `snaplock_lock_ex`.
+///
+/// # Safety
+///
+/// As `snaplock_lock_ex`.
+unsafe fn lock(
+    conn: *mut snaplock_conn,
+    object: *const c_char,
+    opts: *const snaplock_lock_options,
+    extra: *const snaplock_lock_extra,
+    grant_out: *mut snaplock_grant,
+) -> snaplock_result {
+    // SAFETY: NULL or a live connection, used by this thread only.
+    let Some(conn) = (unsafe { conn.as_mut() }) else {
+        return snaplock_result::NullParameter;
+    };
+    // SAFETY: NULL or a NUL-terminated string (the caller's promise).
+    let object = match unsafe { object_arg(conn, object) } {
+        Ok(object) => object,
+        Err(result) => return result,
+    };
+    if grant_out.is_null() {
+        return conn.null("grant_out");
+    }
+    // SAFETY: NULL or a readable options struct (the caller's promise);
+    // it is copied at once.
+    let opts = unsafe { opts.as_ref() }
+        .copied()
+        .unwrap_or(snaplock_lock_options::DEFAULT);
+    // SAFETY: as for `opts`.
+    let extra = unsafe { extra.as_ref() }.copied().unwrap_or_default();
+    let opts = match opts
+        .to_client()
+        .and_then(|mut client| extra.apply(&mut client).map(|()| client))
+    {
+        Ok(opts) => opts,
+        Err(why) => return conn.fail_with(snaplock_result::InvalidParameter, why),
+    };
+    match conn.client.lock(object, &opts) {
+        Ok(grant) => {
+            // SAFETY: not NULL and writable (the caller's promise).
+            unsafe { grant_out.write(snaplock_grant::of(&grant)) };
+            snaplock_result::Ok
         }
-        // SAFETY: NULL or a readable options struct (the caller's promise);
-        // it is copied at once.
-        let opts = unsafe { opts.as_ref() }
-            .copied()
-            .unwrap_or(snaplock_lock_options::DEFAULT);
-        let opts = match opts.to_client() {
-            Ok(opts) => opts,
-            Err(why) => return conn.fail_with(snaplock_result::InvalidParameter, why),
-        };
-        match conn.client.lock(object, &opts) {
-            Ok(grant) => {
-                // SAFETY: not NULL and writable (the caller's promise).
-                unsafe { grant_out.write(snaplock_grant::of(&grant)) };
-                snaplock_result::Ok
-            }
-            Err(e) => conn.fail(e),
-        }
+        Err(e) => conn.fail(e),
     }
 }
 
@@ -343,6 +433,63 @@ mod tests {
         );
         assert!(got.try_once && got.detach);
         assert_eq!(got.pid, Some(42));
+    }
+
+    /// The client's options for `opts` and `extra`, as `snaplock_lock_ex`
+    /// builds them.
+    fn with_extra(
+        opts: snaplock_lock_options,
+        extra: snaplock_lock_extra,
+    ) -> Result<LockOptions, String> {
+        let mut client = opts.to_client()?;
+        extra.apply(&mut client)?;
+        Ok(client)
+    }
+
+    #[test]
+    fn a_zeroed_extra_asks_nothing_more() {
+        let zeroed = snaplock_lock_extra {
+            counted: false,
+            min_uptime_ms: 0,
+            min_trust_ppm: 0,
+        };
+        assert_eq!(zeroed, snaplock_lock_extra::default());
+        let got = with_extra(snaplock_lock_options::DEFAULT, zeroed).expect("valid");
+        assert_eq!(got, LockOptions::default());
+    }
+
+    #[test]
+    fn extra_maps_to_a_counted_mode_and_the_contract() {
+        let opts = snaplock_lock_options {
+            limit: 4,
+            ..snaplock_lock_options::DEFAULT
+        };
+        let extra = snaplock_lock_extra {
+            counted: true,
+            min_uptime_ms: 1500,
+            min_trust_ppm: 900_000,
+        };
+        let got = with_extra(opts, extra).expect("valid");
+        assert_eq!(got.mode, Mode::Counted);
+        assert_eq!(got.limit, Some(4));
+        assert_eq!(got.min_uptime, Some(Duration::from_millis(1500)));
+        assert_eq!(got.min_trust, Some(900_000));
+        assert_eq!(got.policy, None);
+    }
+
+    #[test]
+    fn a_lock_both_shared_and_counted_is_refused_before_sending() {
+        let opts = snaplock_lock_options {
+            shared: true,
+            limit: 2,
+            ..snaplock_lock_options::DEFAULT
+        };
+        let extra = snaplock_lock_extra {
+            counted: true,
+            ..snaplock_lock_extra::default()
+        };
+        let why = with_extra(opts, extra).expect_err("refused");
+        assert!(why.contains("shared and counted"), "{why}");
     }
 
     #[test]

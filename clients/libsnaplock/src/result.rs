@@ -62,11 +62,17 @@ pub enum snaplock_result {
     /// The agent refused the request with an `error=` word this library
     /// does not know (a newer agent); the connection's last error has it.
     Refused = 1015,
+    /// The agent does not meet the reliability contract the request stated
+    /// (`snaplock_lock_extra.min_uptime_ms`, `min_trust_ppm`;
+    /// `error=untrusted`): it has not run long enough, or its trust is too
+    /// low. Nothing was queued; another agent, or the same one later, may
+    /// meet it.
+    Untrusted = 1016,
 }
 
 impl snaplock_result {
     /// Every result, for tests and for [`snaplock_result::from_u32`].
-    pub(crate) const ALL: [snaplock_result; 17] = [
+    pub(crate) const ALL: [snaplock_result; 18] = [
         snaplock_result::Ok,
         snaplock_result::NullParameter,
         snaplock_result::InvalidParameter,
@@ -84,6 +90,7 @@ impl snaplock_result {
         snaplock_result::NoEvent,
         snaplock_result::NoReply,
         snaplock_result::Refused,
+        snaplock_result::Untrusted,
     ];
 
     /// The result with this number, if there is one.
@@ -104,6 +111,7 @@ impl snaplock_result {
                 "overflow" => snaplock_result::Overflow,
                 "unavailable" => snaplock_result::Unavailable,
                 "denied" => snaplock_result::Denied,
+                "untrusted" => snaplock_result::Untrusted,
                 _ => snaplock_result::Refused,
             },
             Error::Lost { .. } => snaplock_result::Lost,
@@ -131,6 +139,7 @@ impl snaplock_result {
             snaplock_result::NoEvent => c"no event",
             snaplock_result::NoReply => c"no reply from the agent in time",
             snaplock_result::Refused => c"the agent refused the request",
+            snaplock_result::Untrusted => c"the agent does not meet the reliability contract",
         }
     }
 }
@@ -158,7 +167,7 @@ mod tests {
     fn the_numbers_are_the_published_ones() {
         let numbers: Vec<u32> = snaplock_result::ALL.iter().map(|r| *r as u32).collect();
         let mut expected = vec![0];
-        expected.extend(1000..1016);
+        expected.extend(1000..1017);
         assert_eq!(numbers, expected);
     }
 
@@ -171,7 +180,7 @@ mod tests {
             assert!(!text.is_empty());
             assert!(texts.insert(text.to_owned()), "{r:?} repeats a text");
         }
-        for n in [1, 999, 1016, u32::MAX] {
+        for n in [1, 999, 1017, u32::MAX] {
             assert_eq!(snaplock_result::from_u32(n), None);
             // SAFETY: as above.
             let text = unsafe { CStr::from_ptr(snaplock_result_str(n)) };
@@ -194,6 +203,7 @@ mod tests {
         assert_eq!(refused("overflow"), snaplock_result::Overflow);
         assert_eq!(refused("unavailable"), snaplock_result::Unavailable);
         assert_eq!(refused("denied"), snaplock_result::Denied);
+        assert_eq!(refused("untrusted"), snaplock_result::Untrusted);
         assert_eq!(refused("something-new"), snaplock_result::Refused);
         assert_eq!(
             snaplock_result::of_error(&Error::Timeout),

@@ -5,7 +5,9 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::{CStr, CString, c_char};
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,6 +86,24 @@ impl Conn {
         match unsafe { snaplock_lock(self.0, object.as_ptr(), opts, &mut grant) } {
             snaplock_result::Ok => Ok(grant),
             other => Err(other),
+        }
+    }
+
+    fn lock_ex(
+        &self,
+        object: &CStr,
+        opts: &snaplock_lock_options,
+        extra: &snaplock_lock_extra,
+    ) -> Result<snaplock_grant, snaplock_result> {
+        let mut grant = SENTINEL;
+        // SAFETY: a live connection, a C string, valid options and extra, a
+        // writable grant.
+        match unsafe { snaplock_lock_ex(self.0, object.as_ptr(), opts, extra, &mut grant) } {
+            snaplock_result::Ok => Ok(grant),
+            other => {
+                assert_eq!(grant, SENTINEL, "the grant is written on success only");
+                Err(other)
+            }
         }
     }
 
@@ -213,6 +233,26 @@ fn null_parameters_give_null_parameter_and_change_nothing() {
         );
         assert_eq!(
             snaplock_lock(conn.0, obj.as_ptr(), ptr::null(), ptr::null_mut()),
+            snaplock_result::NullParameter
+        );
+        assert_eq!(
+            snaplock_lock_ex(
+                ptr::null_mut(),
+                obj.as_ptr(),
+                ptr::null(),
+                ptr::null(),
+                &mut grant
+            ),
+            snaplock_result::NullParameter
+        );
+        assert_eq!(
+            snaplock_lock_ex(
+                conn.0,
+                obj.as_ptr(),
+                ptr::null(),
+                ptr::null(),
+                ptr::null_mut()
+            ),
             snaplock_result::NullParameter
         );
         assert_eq!(
@@ -527,4 +567,166 @@ fn the_default_socket_path_is_the_clients() {
     let want = snaplock_client::default_socket_path(None);
     assert_eq!(n, want.as_os_str().len());
     assert_eq!(got.to_bytes(), want.as_os_str().as_encoded_bytes());
+}
+
+#[test]
+fn counted_locks_count_their_holders_each_within_its_own_limit() {
+    let agent = TestAgent::start();
+    let conns: Vec<Conn> = (0..3).map(|_| agent.connect()).collect();
+    let obj = c"counted";
+    let counted = snaplock_lock_extra {
+        counted: true,
+        ..Default::default()
+    };
+    let limit = |limit| snaplock_lock_options {
+        limit,
+        try_once: true,
+        ..snaplock_lock_options_default()
+    };
+    assert!(conns[0].lock_ex(obj, &limit(2), &counted).is_ok());
+    assert!(conns[1].lock_ex(obj, &limit(2), &counted).is_ok());
+    assert_eq!(
+        conns[2].lock_ex(obj, &limit(2), &counted),
+        Err(snaplock_result::Busy),
+        "two holders: a limit of 2 is reached"
+    );
+    assert!(
+        conns[2].lock_ex(obj, &limit(3), &counted).is_ok(),
+        "a counted limit binds its own grant only"
+    );
+    // An exclusive request waits for every counted holder.
+    let other = agent.connect();
+    assert_eq!(other.lock(obj, Some(&limit(0))), Err(snaplock_result::Busy));
+}
+
+#[test]
+fn a_counted_lock_without_a_limit_or_also_shared_is_an_invalid_parameter() {
+    let agent = TestAgent::start();
+    let conn = agent.connect();
+    let counted = snaplock_lock_extra {
+        counted: true,
+        ..Default::default()
+    };
+    let no_limit = snaplock_lock_options_default();
+    assert_eq!(
+        conn.lock_ex(c"counted", &no_limit, &counted),
+        Err(snaplock_result::InvalidParameter)
+    );
+    assert!(conn.last_error().contains("limit"), "{}", conn.last_error());
+    let shared = snaplock_lock_options {
+        shared: true,
+        limit: 2,
+        ..snaplock_lock_options_default()
+    };
+    assert_eq!(
+        conn.lock_ex(c"counted", &shared, &counted),
+        Err(snaplock_result::InvalidParameter)
+    );
+    assert!(
+        conn.last_error().contains("shared and counted"),
+        "{}",
+        conn.last_error()
+    );
+}
+
+#[test]
+fn an_agent_that_has_not_run_long_enough_is_untrusted_and_queues_nothing() {
+    let agent = TestAgent::start();
+    let conn = agent.connect();
+    let obj = c"contract";
+    let an_hour = snaplock_lock_extra {
+        min_uptime_ms: 3_600_000,
+        ..Default::default()
+    };
+    let opts = snaplock_lock_options_default();
+    assert_eq!(
+        conn.lock_ex(obj, &opts, &an_hour),
+        Err(snaplock_result::Untrusted)
+    );
+    assert!(
+        conn.last_error().contains("min_uptime=3600"),
+        "{}",
+        conn.last_error()
+    );
+    // Nothing was queued: the same connection gets the lock at once, and a
+    // zeroed extra (or NULL) asks nothing.
+    let nothing = snaplock_lock_extra::default();
+    assert!(conn.lock_ex(obj, &opts, &nothing).is_ok());
+    let mut grant = SENTINEL;
+    // SAFETY: a live connection, a C string, NULL options and extra, a
+    // writable grant.
+    let r = unsafe {
+        snaplock_lock_ex(
+            conn.0,
+            c"other".as_ptr(),
+            ptr::null(),
+            ptr::null(),
+            &mut grant,
+        )
+    };
+    assert_eq!(r, snaplock_result::Ok);
+    assert!(grant.fence > 0);
+}
+
+/// Answers the first line a client sends on `path` with `reply(line)` and
+/// hands the line back.
+fn fake_agent(
+    path: &std::path::Path,
+    reply: fn(&str) -> String,
+) -> std::thread::JoinHandle<String> {
+    let listener = UnixListener::bind(path).expect("bind");
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a request line");
+        (&stream)
+            .write_all(reply(&line).as_bytes())
+            .expect("the reply is written");
+        line
+    })
+}
+
+#[test]
+fn lock_ex_sends_the_counted_mode_and_the_contract_and_maps_untrusted() {
+    let dir = std::env::temp_dir().join(format!("libsnaplock-fake-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let path = dir.join("s.sock");
+    let sent = fake_agent(&path, |_| {
+        "LOCKFAILED description=this agent does not meet the contract;error=untrusted;\
+         object_name=c;tag=1\n"
+            .to_owned()
+    });
+    let socket = CString::new(path.into_os_string().into_encoded_bytes()).expect("no NUL");
+    let mut raw = ptr::null_mut();
+    // SAFETY: a NUL-terminated path and a writable out pointer.
+    let r = unsafe { snaplock_connect(socket.as_ptr(), &mut raw) };
+    assert_eq!(r, snaplock_result::Ok);
+    let conn = Conn(raw);
+    let opts = snaplock_lock_options {
+        limit: 7,
+        ..snaplock_lock_options_default()
+    };
+    let extra = snaplock_lock_extra {
+        counted: true,
+        min_uptime_ms: 2500,
+        min_trust_ppm: 950_000,
+    };
+    assert_eq!(
+        conn.lock_ex(c"c", &opts, &extra),
+        Err(snaplock_result::Untrusted)
+    );
+    assert!(
+        conn.last_error().contains("does not meet the contract"),
+        "{}",
+        conn.last_error()
+    );
+    let line = sent.join().expect("the fake agent ran");
+    assert_eq!(
+        line,
+        "LOCK limit=7;min_trust=0.95;min_uptime=2.5;mode=counted;object_name=c;tag=1\n"
+    );
+    drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
 }
