@@ -1,3 +1,4 @@
 //! Helpers shared by snaplock's integration tests and load tools.
+pub mod procfs;
 pub mod sim;
 pub mod txmodel;

@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use snaplock_tests::procfs::rss_kib;
 
 struct Args {
     socket: PathBuf,
@@ -60,16 +61,6 @@ fn parse_args() -> Result<Args, String> {
         );
     }
     Ok(args)
-}
-
-fn rss_kib(pid: i32) -> Result<u64, String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| "no VmRSS".to_owned())
 }
 
 fn run(args: &Args) -> Result<(), String> {

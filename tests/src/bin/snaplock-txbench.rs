@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use snaplock_tests::procfs::rss_kib;
 
 struct Conn {
     w: UnixStream,
@@ -63,16 +64,6 @@ impl Conn {
         }
         Ok(self.line.split(' ').next().unwrap_or("").trim_end())
     }
-}
-
-fn rss_kib(pid: i32) -> Result<u64, String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| "no VmRSS".to_owned())
 }
 
 /// Runs `op` in a closed loop on `clients` connections for `secs`;
