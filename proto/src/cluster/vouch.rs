@@ -132,9 +132,16 @@ impl Carried {
         }
     }
 
-    /// `member` answered a ping sent at `sent` in an epoch older than the
-    /// one this agent moved to.
-    pub(crate) fn answered_before(&mut self, member: SocketAddr, sent: Time) {
+    /// `member` answered a ping sent at `sent` in `epoch`, older than the
+    /// one this agent moved to. Epoch 0 says nothing: an agent that
+    /// restarted answers in it until it adopts an epoch, and may have
+    /// reported to the new one before; an agent in any other epoch has
+    /// never reported to a later one (it writes an epoch to disk before it
+    /// reports to it, and never adopts below what it wrote).
+    pub(crate) fn answered_before(&mut self, member: SocketAddr, epoch: u64, sent: Time) {
+        if epoch == 0 {
+            return;
+        }
         let t = self.before.entry(member).or_insert(sent);
         *t = (*t).max(sent);
     }
@@ -254,6 +261,29 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_moved_to_was_built_after_what_n_minus_q_plus_1_members_share() {
+        let a = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
+        let mut c = Carried::default();
+        assert_eq!(c.built_not_before(3, 2), None);
+        c.answered_before(a(1), 7, at(10));
+        assert_eq!(c.built_not_before(3, 2), None, "one member is not two");
+        c.answered_before(a(2), 7, at(12));
+        assert_eq!(c.built_not_before(3, 2), Some(at(10)));
+        // A later answer of the same member moves its time, and never back.
+        c.answered_before(a(1), 7, at(11));
+        c.answered_before(a(1), 7, at(9));
+        assert_eq!(c.built_not_before(3, 2), Some(at(11)));
+        // Five members, a quorum of three: the third latest.
+        c.answered_before(a(3), 7, at(14));
+        assert_eq!(c.built_not_before(5, 3), Some(at(11)));
+        // An answer in epoch 0 (a restarted agent, which may have reported
+        // to the new epoch before it restarted) counts for nothing.
+        c.answered_before(a(4), 0, at(20));
+        c.answered_before(a(5), 0, at(20));
+        assert_eq!(c.built_not_before(5, 3), Some(at(11)));
+    }
 
     fn at(s: u64) -> Time {
         Time::from_micros(s * 1_000_000)

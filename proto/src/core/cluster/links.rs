@@ -299,7 +299,7 @@ impl Core {
         let Some(sent) = sent else { return };
         if epoch < self.cluster.epoch.number {
             let addr = link.addr;
-            self.cluster.home.carried.answered_before(addr, sent);
+            self.cluster.home.carried.answered_before(addr, epoch, sent);
         }
         let c = self
             .cluster

@@ -122,13 +122,13 @@ impl Core {
         carried.from_epoch = epoch;
         if let Some(me) = self.cluster.addr {
             carried.left(me, u64::MAX, now.mono);
-            carried.answered_before(me, now.mono);
+            carried.answered_before(me, epoch, now.mono);
         }
         // Every epoch a member answered in so far is older than the next.
         for (id, k) in &self.cluster.peers.contact {
             let addr = crate::cluster::ids::parse_id(id).and_then(|p| p.addr);
             if let Some(a) = addr.filter(|_| k.epoch <= epoch) {
-                carried.answered_before(a, k.sent);
+                carried.answered_before(a, k.epoch, k.sent);
             }
         }
         self.cluster.home.carried = carried;
@@ -559,7 +559,7 @@ mod tests {
         c.home.carried.left.clear();
         c.home.carried.before.clear();
         for (port, t) in in_10 {
-            (c.home.carried).answered_before(addr(*port), Time::from_micros(*t));
+            (c.home.carried).answered_before(addr(*port), 10, Time::from_micros(*t));
         }
         match n0_answered {
             Some(t) => {
