@@ -76,10 +76,10 @@ pub(crate) struct Carried {
     /// [`Carried::others_left_by`]).
     pub(crate) quorum_moved: Option<Time>,
     /// Per member (this agent included), the latest time it was known to
-    /// be in an epoch older than the one this agent moved to: the send
-    /// time of the latest ping it answered in one (for this agent, when
-    /// it moved). It reported to the new epoch only after that, so that
-    /// epoch's state was built no earlier than
+    /// be in the epoch this agent left or an older one: the send time of
+    /// the latest ping it answered in one (for this agent, when it moved).
+    /// It reported to every later epoch only after that, so the state of
+    /// the epoch moved to, and of any between, was built no earlier than
     /// [`Carried::built_not_before`].
     pub(crate) before: BTreeMap<SocketAddr, Time>,
 }
@@ -132,31 +132,38 @@ impl Carried {
         }
     }
 
-    /// `member` answered a ping sent at `sent` in `epoch`, older than the
-    /// one this agent moved to. Epoch 0 says nothing: an agent that
-    /// restarted answers in it until it adopts an epoch, and may have
-    /// reported to the new one before; an agent in any other epoch has
-    /// never reported to a later one (it writes an epoch to disk before it
-    /// reports to it, and never adopts below what it wrote).
+    /// `member` answered a ping sent at `sent` in `epoch`. Only an epoch
+    /// no later than the one this agent left (`from_epoch`) counts: an
+    /// epoch between that one and the one it moved to, which this agent
+    /// may never have adopted, may have been built before and started a
+    /// lock-delay that the new epoch inherits, and every epoch after the
+    /// one left got the member's report only after this answer. Epoch 0
+    /// says nothing: an agent that restarted answers in it until it adopts
+    /// an epoch, and may have reported to a later one before; an agent in
+    /// any other epoch has never reported to a later one (it writes an
+    /// epoch to disk before it reports to it, and never adopts below what
+    /// it wrote).
     pub(crate) fn answered_before(&mut self, member: SocketAddr, epoch: u64, sent: Time) {
-        if epoch == 0 {
+        if epoch == 0 || epoch > self.from_epoch {
             return;
         }
         let t = self.before.entry(member).or_insert(sent);
         *t = (*t).max(sent);
     }
 
-    /// The earliest time the state of the epoch this agent moved to can
-    /// have been built (by this agent's clock; `None`: unknown). Its
-    /// collector builds it from the reports of `quorum` members, each sent
-    /// after that member moved to it. `members - quorum + 1` members known
-    /// to be in an older epoch at or after a time leave fewer than a
-    /// quorum to report before it, so one of them is in every quorum of
-    /// reporters: the state was built after the latest time that
-    /// `members - quorum + 1` members share. Its leaders count every home
-    /// in it as heard when they install it, so none drops a lock in it
-    /// `release_delay` after less than this (and a state with a lock-delay
-    /// grants nothing for even longer).
+    /// The earliest time the state of the epoch this agent moved to, or of
+    /// any epoch between the one it left and that one, can have been built
+    /// (by this agent's clock; `None`: unknown). A collector builds a
+    /// state from the reports of `quorum` members, each sent after that
+    /// member left the epoch this agent left. `members - quorum + 1`
+    /// members known to be in that epoch or an older one at or after a
+    /// time leave fewer than a quorum to report before it, so one of them
+    /// is in every quorum of reporters: every such state was built after
+    /// the latest time that `members - quorum + 1` members share. Leaders
+    /// count every home in their state as heard when they install it, so
+    /// none drops a lock in it `release_delay` after less than this; a
+    /// lock-delay, started by the new epoch's state or by one between and
+    /// inherited, grants nothing for even longer.
     pub(crate) fn built_not_before(&self, members: usize, quorum: usize) -> Option<Time> {
         let need = (members + 1).checked_sub(quorum)?.max(1);
         let mut times: Vec<Time> = self.before.values().copied().collect();
@@ -265,7 +272,10 @@ mod tests {
     #[test]
     fn the_state_moved_to_was_built_after_what_n_minus_q_plus_1_members_share() {
         let a = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
-        let mut c = Carried::default();
+        let mut c = Carried {
+            from_epoch: 7,
+            ..Carried::default()
+        };
         assert_eq!(c.built_not_before(3, 2), None);
         c.answered_before(a(1), 7, at(10));
         assert_eq!(c.built_not_before(3, 2), None, "one member is not two");
@@ -283,6 +293,14 @@ mod tests {
         c.answered_before(a(4), 0, at(20));
         c.answered_before(a(5), 0, at(20));
         assert_eq!(c.built_not_before(5, 3), Some(at(11)));
+        // Nor does an answer in an epoch after the one left (8): it may
+        // be one between, built before, whose lock-delay the new epoch
+        // inherits. An older one (6) counts.
+        c.answered_before(a(4), 8, at(20));
+        c.answered_before(a(5), 8, at(20));
+        assert_eq!(c.built_not_before(5, 3), Some(at(11)));
+        c.answered_before(a(4), 6, at(20));
+        assert_eq!(c.built_not_before(5, 3), Some(at(12)));
     }
 
     fn at(s: u64) -> Time {
