@@ -11,7 +11,7 @@
 //!                                      max_tickets_per_object, max_list_bytes,
 //!                                      timeout, duration, unlock_duration in
 //!                                      seconds, max_line framer limit,
-//!                                      tx_per_session, tx_total,
+//!                                      tx_per_client, tx_total,
 //!                                      tx_namespaces: Config::tx)
 //! @1.5                                 time is 1.5 s: mono = 1.5 s, wall =
 //!                                      1700000000 + 1.5 s; may prefix an input
@@ -197,7 +197,7 @@ impl Player {
             "timeout" => self.config.defaults.timeout = secs()?,
             "duration" => self.config.defaults.duration = secs()?,
             "unlock_duration" => self.config.defaults.unlock_duration = secs()?,
-            "tx_per_session" => self.config.tx.per_session = n()?,
+            "tx_per_client" => self.config.tx.per_client = n()?,
             "tx_total" => self.config.tx.total = n()?,
             "tx_namespaces" => self.config.tx.namespaces = n()?,
             _ => return Err(format!("unknown config key {key:?}")),

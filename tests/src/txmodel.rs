@@ -55,7 +55,7 @@ struct Holder {
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
     /// Variables per session.
-    pub per_session: usize,
+    pub per_client: usize,
     /// Variables in all.
     pub total: usize,
     /// Namespaces holding variables.
@@ -104,6 +104,14 @@ impl Model {
             .values()
             .flatten()
             .filter(|h| session.is_none_or(|s| h.session == s))
+            .count()
+    }
+
+    fn count_client(&self, client: u64) -> usize {
+        self.vars
+            .values()
+            .flatten()
+            .filter(|h| h.session.0 == client)
             .count()
     }
 
@@ -161,7 +169,7 @@ impl Model {
                     } else if others.is_empty() || (*dup && others.iter().all(|h| h.dup)) {
                         let b = work.bounds;
                         let new_ns = !work.vars.keys().any(|(s, _)| s == ns);
-                        if work.count(Some(session)) >= b.per_session
+                        if work.count_client(session.0) >= b.per_client
                             || work.count(None) >= b.total
                             || (new_ns && work.namespaces() >= b.namespaces)
                         {

@@ -42,7 +42,7 @@ impl Run {
             server_name: "node1".to_owned(),
             ..Config::default()
         };
-        config.tx.per_session = bounds.per_session;
+        config.tx.per_client = bounds.per_client;
         config.tx.total = bounds.total;
         config.tx.namespaces = bounds.namespaces;
         let mut run = Run {
@@ -269,7 +269,7 @@ fn run_seeds(seeds: std::ops::Range<u64>, steps: usize, bounds: Bounds) -> (usiz
 #[test]
 fn random_transactions_answer_what_the_model_answers() {
     let roomy = Bounds {
-        per_session: 10_000,
+        per_client: 10_000,
         total: 1_000_000,
         namespaces: 10_000,
     };
@@ -283,7 +283,7 @@ fn random_transactions_answer_what_the_model_answers() {
 #[test]
 fn random_transactions_at_tight_bounds_overflow_where_the_model_does() {
     let tight = Bounds {
-        per_session: 2,
+        per_client: 2,
         total: 4,
         namespaces: 2,
     };
@@ -299,7 +299,7 @@ fn the_model_is_not_fooled_by_a_wrong_answer() {
     // The comparison catches a reply that differs: feed the model a
     // transaction the core did not see.
     let mut model = Model::new(Bounds {
-        per_session: 9,
+        per_client: 9,
         total: 9,
         namespaces: 9,
     });

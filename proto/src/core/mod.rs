@@ -92,7 +92,7 @@ impl Config {
             return Err("max_tickets must be at least 1".to_owned());
         }
         let tx = &self.tx;
-        if tx.per_session == 0 || tx.total == 0 || tx.namespaces == 0 {
+        if tx.per_client == 0 || tx.total == 0 || tx.namespaces == 0 {
             return Err("the bounds of transactions must be at least 1".to_owned());
         }
         self.cluster.validate()
@@ -372,7 +372,8 @@ impl Core {
                 Timer::Ticket(id, name) => self.ticket_timer(now, &name, id, at),
             }
         }
-        self.space.expire(now.mono);
+        self.space
+            .expire(now.mono, crate::local::tx::space::EXPIRE_BATCH);
         self.install_own_state(now);
         self.cluster_tick(now);
         self.drain_local(now);

@@ -34,8 +34,10 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(60);
 /// transaction that would pass one fails with `error=overflow`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Most variables one session holds (in all namespaces).
-    pub per_session: usize,
+    /// Most variables one connection holds, all its sessions (`pid`s) and
+    /// namespaces together: a connection cannot take the agent's whole
+    /// `total` by using many pids.
+    pub per_client: usize,
     /// Most variables held in all (a variable held by two sessions counts
     /// twice).
     pub total: usize,
@@ -46,7 +48,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            per_session: 10_000,
+            per_client: 10_000,
             total: 1_000_000,
             namespaces: 10_000,
         }

@@ -41,6 +41,10 @@ struct Holding {
 
 type Ns = Arc<[u8]>;
 
+/// Most variables one call of [`Space::expire`] removes, so that many set
+/// in the same second do not hold the loop at once.
+pub const EXPIRE_BATCH: usize = 4096;
+
 /// A committed transaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {
@@ -72,6 +76,8 @@ pub struct Space {
     spaces: BTreeMap<Ns, BTreeMap<Var, Vec<Holding>>>,
     /// What each session holds.
     sessions: BTreeMap<SessionId, BTreeSet<(Ns, Var)>>,
+    /// Holdings per connection, all its sessions together.
+    per_client: BTreeMap<ClientId, usize>,
     /// When each holding ends.
     expiries: BTreeSet<(Time, Ns, Var, SessionId)>,
     /// Holdings in all.
@@ -86,6 +92,7 @@ impl Space {
             limits,
             spaces: BTreeMap::new(),
             sessions: BTreeMap::new(),
+            per_client: BTreeMap::new(),
             expiries: BTreeSet::new(),
             held: 0,
             last_fence: fence_floor,
@@ -116,18 +123,20 @@ impl Space {
         self.expiries.first().map(|e| e.0)
     }
 
-    /// Applies `tx` for `session` at `now`, all or nothing. Variables
-    /// expired by `now` are gone first.
+    /// Applies `tx` for `session` at `now`, all or nothing. The variables
+    /// it names that expired by `now` are gone first (and at most
+    /// [`EXPIRE_BATCH`] others).
     pub fn apply(
         &mut self,
         now: Time,
         session: SessionId,
         tx: &Transaction,
     ) -> Result<Committed, TxRefusal> {
-        self.expire(now);
+        self.expire(now, EXPIRE_BATCH);
+        self.expire_named(now, tx);
         let ns_key = tx.namespace.as_slice();
         let vars = self.spaces.get(ns_key);
-        let had = self.sessions.get(&session).map_or(0, BTreeSet::len);
+        let had = self.per_client.get(&session.client).copied().unwrap_or(0);
         let mut touched: BTreeMap<Var, Touch> = BTreeMap::new();
         let mut delta: isize = 0;
         let mut results = Vec::with_capacity(tx.statements.len());
@@ -194,14 +203,14 @@ impl Space {
         })
     }
 
-    /// Why one more holding for a session holding `had + delta` would pass
-    /// a bound.
+    /// Why one more holding for a session whose connection holds `had +
+    /// delta` would pass a bound.
     fn overflow(&self, had: usize, delta: isize, ns_exists: bool) -> Option<String> {
         let mine = had.saturating_add_signed(delta);
-        if mine >= self.limits.per_session {
+        if mine >= self.limits.per_client {
             return Some(format!(
-                "this session would hold more than {} variables",
-                self.limits.per_session
+                "this connection would hold more than {} variables",
+                self.limits.per_client
             ));
         }
         if self.held.saturating_add_signed(delta) >= self.limits.total {
@@ -275,6 +284,7 @@ impl Space {
             .entry(h.session)
             .or_default()
             .insert((ns.clone(), var));
+        *self.per_client.entry(h.session.client).or_default() += 1;
         self.held += 1;
     }
 
@@ -303,6 +313,12 @@ impl Space {
                 self.sessions.remove(&session);
             }
         }
+        if let Some(n) = self.per_client.get_mut(&session.client) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_client.remove(&session.client);
+            }
+        }
         self.held -= 1;
     }
 
@@ -326,10 +342,15 @@ impl Space {
         gone
     }
 
-    /// Removes every variable whose time ran out by `now`. Returns how many.
-    pub fn expire(&mut self, now: Time) -> usize {
+    /// Removes the variables whose time ran out by `now`, at most `most` of
+    /// them. Returns how many. What is left is still due: the next deadline
+    /// is past, and the loop comes back at once, after its other work.
+    pub fn expire(&mut self, now: Time, most: usize) -> usize {
         let mut gone = 0;
-        while let Some((at, ns, var, session)) = self.expiries.first().cloned() {
+        while gone < most {
+            let Some((at, ns, var, session)) = self.expiries.first().cloned() else {
+                break;
+            };
             if at > now {
                 break;
             }
@@ -337,6 +358,26 @@ impl Space {
             gone += 1;
         }
         gone
+    }
+
+    /// Removes the expired holdings of the variables `tx` names, so that it
+    /// never sees one, whatever waits in the batches of [`Space::expire`].
+    fn expire_named(&mut self, now: Time, tx: &Transaction) {
+        let Some((ns, vars)) = self.spaces.get_key_value(tx.namespace.as_slice()) else {
+            return;
+        };
+        let ns = ns.clone();
+        let mut due: Vec<(Var, SessionId)> = Vec::new();
+        for st in &tx.statements {
+            let var = st.op.var();
+            if let Some(holders) = vars.get(var) {
+                let expired = holders.iter().filter(|h| h.expires <= now);
+                due.extend(expired.map(|h| (var.clone(), h.session)));
+            }
+        }
+        for (var, session) in due {
+            self.remove(&ns, &var, session);
+        }
     }
 
     /// Checks the indexes against the namespaces (tests).
@@ -366,6 +407,7 @@ impl Space {
             self.sessions.values().map(BTreeSet::len).sum::<usize>(),
             self.held
         );
+        assert_eq!(self.per_client.values().sum::<usize>(), self.held);
     }
 }
 

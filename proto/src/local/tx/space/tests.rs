@@ -1,7 +1,7 @@
 //! The semantics of transactions, from `testdata/space.txt`.
 //!
 //! ```text
-//! limits per_session=2 total=3 namespaces=1    a new, empty space
+//! limits per_client=2 total=3 namespaces=1    a new, empty space
 //! @T C[.P] [duration=D] NS: STMT | STMT ... => ok 1,0 | failed N | overflow N
 //! @T close C => held=K                         the connection C is gone
 //! @T expire => held=K                          expiry runs at T
@@ -61,7 +61,7 @@ fn the_cases_of_testdata_hold() {
                 let (k, v) = kv.split_once('=').expect("key=value");
                 let v: usize = v.parse().expect("a number");
                 match k {
-                    "per_session" => limits.per_session = v,
+                    "per_client" => limits.per_client = v,
                     "total" => limits.total = v,
                     "namespaces" => limits.namespaces = v,
                     _ => panic!("line {n}: unknown limit {k}"),
@@ -78,14 +78,14 @@ fn the_cases_of_testdata_hold() {
         let (time, rest) = given.split_once(' ').expect("@T then a step");
         let now = at(time);
         let got = if rest == "expire" {
-            space.expire(now);
+            space.expire(now, usize::MAX);
             format!("held={}", space.held())
         } else if let Some(c) = rest.strip_prefix("close ") {
             space.close_client(ClientId(c.parse().expect("a client")));
             format!("held={}", space.held())
         } else if let Some(q) = rest.strip_prefix("holders ") {
             let (ns, var) = q.split_once(' ').expect("holders NS VAR");
-            space.expire(now);
+            space.expire(now, usize::MAX);
             let var = parse_var(var.as_bytes()).expect("a variable");
             let hs: Vec<String> = space
                 .holders(ns.as_bytes(), &var)
@@ -192,11 +192,58 @@ fn the_next_deadline_is_the_earliest_expiry() {
     space.apply(Time::ZERO, session("1"), &tx(30, "A")).unwrap();
     space.apply(Time::ZERO, session("2"), &tx(10, "B")).unwrap();
     assert_eq!(space.next_deadline(), Some(Time::from_micros(10_000_000)));
-    assert_eq!(space.expire(Time::from_micros(10_000_000)), 1);
+    assert_eq!(space.expire(Time::from_micros(10_000_000), usize::MAX), 1);
     assert_eq!(space.next_deadline(), Some(Time::from_micros(30_000_000)));
     // Renewing moves its expiry.
     space
         .apply(Time::from_micros(20_000_000), session("1"), &tx(30, "A"))
         .unwrap();
     assert_eq!(space.next_deadline(), Some(Time::from_micros(50_000_000)));
+}
+
+/// Expiry runs in batches, so that many variables due at once do not
+/// hold the loop; a transaction never sees a holding that expired, even
+/// one a batch has not reached yet.
+#[test]
+fn expiry_runs_in_batches_and_a_transaction_never_sees_an_expired_holding() {
+    let mut space = Space::new(Limits::default(), 0);
+    let tx = |stmts: &[String], d: u64| Transaction {
+        namespace: b"n".to_vec(),
+        statements: stmts
+            .iter()
+            .map(|s| parse_statement(s.as_bytes()).unwrap())
+            .collect(),
+        pid: None,
+        tag: None,
+        duration: Duration::from_secs(d),
+    };
+    // 4200 variables V… and then X, all due at 10 s; X comes last.
+    let n = EXPIRE_BATCH + 104;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(30) {
+        let sets: Vec<String> = chunk.iter().map(|i| format!("set V{i:05}")).collect();
+        space
+            .apply(Time::ZERO, session("1"), &tx(&sets, 10))
+            .unwrap();
+    }
+    space
+        .apply(Time::ZERO, session("1"), &tx(&["set X".into()], 10))
+        .unwrap();
+    assert_eq!(space.held(), n + 1);
+    let due = Time::from_micros(10_000_000);
+    assert_eq!(space.expire(due, 4), 4);
+    assert_eq!(space.held(), n - 3);
+    // The next transaction takes one more batch away, and X, due but not
+    // reached by it, as it names X: another session sets it alone.
+    let done = space.apply(
+        due,
+        session("2"),
+        &tx(&["exists X".into(), "set X".into()], 60),
+    );
+    assert_eq!(done.unwrap().results, [false, true]);
+    space.check();
+    assert_eq!(space.next_deadline(), Some(due), "more are due");
+    assert_eq!(space.expire(due, usize::MAX), n - 4 - EXPIRE_BATCH);
+    space.check();
+    assert_eq!(space.held(), 1);
+    assert_eq!(space.next_deadline(), Some(Time::from_micros(70_000_000)));
 }
