@@ -54,7 +54,8 @@ pub fn outcome(args: &TxArgs, reply: &Message) -> (String, String, u8) {
                 .map(|s| String::from_utf8_lossy(s).into_owned());
             let code = match error {
                 "failed" => ASSERT_FAILED,
-                "unavailable" => exit::UNAVAILABLE,
+                // As for lock: the agent cannot serve this now.
+                "unavailable" | "untrusted" => exit::UNAVAILABLE,
                 _ => exit::SOFTWARE,
             };
             let text = match (error, statement) {
@@ -151,7 +152,12 @@ mod tests {
 
     #[test]
     fn other_failures_follow_the_exit_codes_of_lock() {
-        for (error, code) in [("invalid", 70), ("overflow", 70), ("unavailable", 69)] {
+        for (error, code) in [
+            ("invalid", 70),
+            ("overflow", 70),
+            ("unavailable", 69),
+            ("untrusted", 69),
+        ] {
             let line = format!(
                 "TRANSACTIONFAILED description=why;error={error};failed=0;namespace=Clinical;tag=5"
             );
