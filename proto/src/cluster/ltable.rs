@@ -126,6 +126,10 @@ pub(crate) struct LeaderRole {
     /// Messages of the current epoch that arrived before this leader was
     /// ready, replayed when it is.
     pub early: Vec<(Id, PeerMsg)>,
+    /// Homes whose link came up in the current epoch before this leader
+    /// was ready: they were asked nothing about their tickets then, and
+    /// are once it is.
+    pub ask_when_ready: BTreeSet<Id>,
 }
 
 /// A leader's part of one epoch.

@@ -156,6 +156,7 @@ impl Core {
         c.handover.state_pending = None;
         c.home.unsent.clear();
         c.leader.early.clear();
+        c.leader.ask_when_ready.clear();
         c.handover.report_sent = None;
         if c.is_leader() {
             c.leader.table = Some(crate::cluster::ltable::LeaderTable::new());

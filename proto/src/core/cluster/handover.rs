@@ -496,5 +496,16 @@ impl Core {
                 log::warn!("{cmd} dropped: bad or missing {what}");
             }
         }
+        // A home whose link came up in this epoch before this state
+        // arrived was asked nothing about its tickets then (a table not
+        // ready says nothing): ask now, or a ticket the home gave up
+        // meanwhile (it revoked, its client left) would block its name for
+        // as long as the home is heard (L5, seed 10546).
+        let ask = std::mem::take(&mut self.cluster.leader.ask_when_ready);
+        for home in ask {
+            if self.cluster.peers.link_of(&home).is_some() {
+                self.resend_grants(&home);
+            }
+        }
     }
 }

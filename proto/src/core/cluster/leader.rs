@@ -651,6 +651,9 @@ impl Core {
         let me = self.cluster.me.clone();
         let epoch = self.cluster.epoch.number;
         let Some(l) = self.cluster.leader.table.as_ref().filter(|l| l.ready) else {
+            if self.cluster.leader.table.is_some() {
+                self.cluster.leader.ask_when_ready.insert(home.clone());
+            }
             return;
         };
         let mut again = Vec::new();
