@@ -99,12 +99,8 @@ impl Model {
         self.vars.retain(|_, hs| !hs.is_empty());
     }
 
-    fn count(&self, session: Option<Session>) -> usize {
-        self.vars
-            .values()
-            .flatten()
-            .filter(|h| session.is_none_or(|s| h.session == s))
-            .count()
+    fn count(&self) -> usize {
+        self.vars.values().flatten().count()
     }
 
     fn count_client(&self, client: u64) -> usize {
@@ -170,7 +166,7 @@ impl Model {
                         let b = work.bounds;
                         let new_ns = !work.vars.keys().any(|(s, _)| s == ns);
                         if work.count_client(session.0) >= b.per_client
-                            || work.count(None) >= b.total
+                            || work.count() >= b.total
                             || (new_ns && work.namespaces() >= b.namespaces)
                         {
                             return Outcome::Failed(n, "overflow");

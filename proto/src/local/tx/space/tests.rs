@@ -27,6 +27,21 @@ fn session(s: &str) -> SessionId {
     }
 }
 
+/// A transaction on namespace `n` of `statements`, its variables living
+/// `secs` seconds.
+fn tx_in_n<S: AsRef<str>>(statements: &[S], secs: u64) -> Transaction {
+    Transaction {
+        namespace: b"n".to_vec(),
+        statements: statements
+            .iter()
+            .map(|s| parse_statement(s.as_ref().as_bytes()).unwrap())
+            .collect(),
+        pid: None,
+        tag: None,
+        duration: Duration::from_secs(secs),
+    }
+}
+
 fn show(s: SessionId) -> String {
     match s.pid {
         Some(p) => format!("{}.{p}", s.client.0),
@@ -150,16 +165,7 @@ fn the_cases_of_testdata_hold() {
 fn a_failed_transaction_leaves_no_trace_and_takes_no_fence() {
     let mut space = Space::new(Limits::default(), 0);
     let me = session("1");
-    let tx = |stmts: &[&str]| Transaction {
-        namespace: b"n".to_vec(),
-        statements: stmts
-            .iter()
-            .map(|s| parse_statement(s.as_bytes()).unwrap())
-            .collect(),
-        pid: None,
-        tag: None,
-        duration: Duration::from_secs(10),
-    };
+    let tx = |stmts: &[&str]| tx_in_n(stmts, 10);
     let t0 = Time::from_micros(0);
     assert_eq!(
         space.apply(t0, me, &tx(&["set A", "set B"])).unwrap().fence,
@@ -182,13 +188,7 @@ fn a_failed_transaction_leaves_no_trace_and_takes_no_fence() {
 fn the_next_deadline_is_the_earliest_expiry() {
     let mut space = Space::new(Limits::default(), 0);
     assert_eq!(space.next_deadline(), None);
-    let tx = |d: u64, v: &str| Transaction {
-        namespace: b"n".to_vec(),
-        statements: vec![parse_statement(format!("set {v}").as_bytes()).unwrap()],
-        pid: None,
-        tag: None,
-        duration: Duration::from_secs(d),
-    };
+    let tx = |d: u64, v: &str| tx_in_n(&[format!("set {v}")], d);
     space.apply(Time::ZERO, session("1"), &tx(30, "A")).unwrap();
     space.apply(Time::ZERO, session("2"), &tx(10, "B")).unwrap();
     assert_eq!(space.next_deadline(), Some(Time::from_micros(10_000_000)));
@@ -207,16 +207,7 @@ fn the_next_deadline_is_the_earliest_expiry() {
 #[test]
 fn expiry_runs_in_batches_and_a_transaction_never_sees_an_expired_holding() {
     let mut space = Space::new(Limits::default(), 0);
-    let tx = |stmts: &[String], d: u64| Transaction {
-        namespace: b"n".to_vec(),
-        statements: stmts
-            .iter()
-            .map(|s| parse_statement(s.as_bytes()).unwrap())
-            .collect(),
-        pid: None,
-        tag: None,
-        duration: Duration::from_secs(d),
-    };
+    let tx = |stmts: &[String], d: u64| tx_in_n(stmts, d);
     // 4200 variables V… and then X, all due at 10 s; X comes last.
     let n = EXPIRE_BATCH + 104;
     for chunk in (0..n).collect::<Vec<_>>().chunks(30) {
