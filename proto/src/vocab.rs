@@ -30,6 +30,31 @@ impl fmt::Display for PeerId {
 /// An object name, shared between the table and its timers.
 pub type ObjectName = Arc<[u8]>;
 
+/// The first byte of the object name a transaction's variable takes in the
+/// tables of a cluster: no client's lock may name an object that starts
+/// with it (`object_name` refuses a NUL first byte).
+pub const VAR_OBJECT: u8 = 0;
+
+/// The object a cluster's tables keep for variable `var` (its canonical,
+/// escaped text: ASCII, no NUL) of namespace `ns` (letters, digits and
+/// `_-.:`): `NUL NS NUL VAR`.
+pub fn var_object(ns: &[u8], var: &[u8]) -> Vec<u8> {
+    let mut o = Vec::with_capacity(ns.len() + var.len() + 2);
+    o.push(VAR_OBJECT);
+    o.extend_from_slice(ns);
+    o.push(VAR_OBJECT);
+    o.extend_from_slice(var);
+    o
+}
+
+/// The namespace and variable of an object [`var_object`] made; `None`
+/// for a lock's object.
+pub fn split_var_object(object: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = object.strip_prefix(&[VAR_OBJECT])?;
+    let at = rest.iter().position(|&b| b == VAR_OBJECT)?;
+    Some((&rest[..at], &rest[at + 1..]))
+}
+
 /// Never reused within one core: a timer or an index entry naming a
 /// ticket that is gone finds nothing, and does nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

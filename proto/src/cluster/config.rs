@@ -73,6 +73,14 @@ pub enum Plant {
     /// A counted request's limit is read one too high: it is granted while
     /// as many holders as its limit hold the object.
     CountedOneOver,
+    /// A home applies only the first half of a transaction's new holdings
+    /// (rounded up), and answers it committed.
+    TxHalfApply,
+    /// The owner of a namespace answers a transaction without the votes
+    /// of a majority for its new holdings.
+    TxSkipVote,
+    /// A home keeps the variables of a connection that closed.
+    TxKeepClosed,
 }
 
 impl Default for ClusterConfig {

@@ -34,6 +34,8 @@ pub(crate) struct Home {
     /// Releases (`UNLOCK`) for owners of this epoch whose link was down,
     /// sent when it comes up.
     pub unsent: Vec<(Id, PeerMsg)>,
+    /// Its clients' transactions.
+    pub txs: super::tx::HomeTxs,
 }
 
 /// A waiting request of this agent's clients, as sent to its owner.

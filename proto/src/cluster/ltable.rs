@@ -78,13 +78,18 @@ impl LeaderObject {
     /// Whether a follower may vote for ticket `pos` next to the ones it voted
     /// for already: never two conflicting grants of one object at once
     /// (the rule of [`crate::local::ticket::who_may_hold`], without order).
-    pub(crate) fn may_also_hold(&self, pos: usize) -> bool {
+    ///
+    /// `same_session`: tickets of the same home and key do not count (a
+    /// transaction that changes a session's holding of a variable with or
+    /// without `dup` votes the new one while the old one is dropped).
+    pub(crate) fn may_also_hold(&self, pos: usize, same_session: bool) -> bool {
         let t = &self.tickets[pos];
         let held: Vec<&LeaderTicket> = self
             .tickets
             .iter()
             .enumerate()
             .filter(|(i, x)| *i != pos && x.blocks())
+            .filter(|(_, x)| !(same_session && x.home == t.home && x.key == t.key))
             .map(|(_, x)| x)
             .collect();
         if held.is_empty() {
@@ -165,6 +170,8 @@ pub(crate) struct LeaderTable {
     /// Late reports passed on before this leader installed the state
     /// (the collector's own copy waits for a later call): weighed then.
     pub late_early: Vec<(Id, LateTickets)>,
+    /// As the owner of namespaces: their transactions.
+    pub tx: super::tx::TxOwner,
 }
 
 impl LeaderTable {
@@ -184,6 +191,7 @@ impl LeaderTable {
             self_in_state: false,
             late_in: None,
             late_early: Vec::new(),
+            tx: super::tx::TxOwner::default(),
         }
     }
 
@@ -459,13 +467,16 @@ mod tests {
         };
         let mut waiting = ticket("h", 2, 2);
         waiting.state = LeaderState::Waiting;
-        assert!(object(vec![waiting.clone()]).may_also_hold(0), "alone");
         assert!(
-            !object(vec![ticket("h", 1, 1), waiting.clone()]).may_also_hold(1),
+            object(vec![waiting.clone()]).may_also_hold(0, false),
+            "alone"
+        );
+        assert!(
+            !object(vec![ticket("h", 1, 1), waiting.clone()]).may_also_hold(1, false),
             "exclusive beside a holder"
         );
         assert!(
-            !object(vec![held(shared(1, None)), waiting]).may_also_hold(1),
+            !object(vec![held(shared(1, None)), waiting]).may_also_hold(1, false),
             "exclusive beside a shared holder"
         );
         let two = vec![
@@ -473,16 +484,25 @@ mod tests {
             held(shared(2, None)),
             shared(3, None),
         ];
-        assert!(object(two.clone()).may_also_hold(2), "third of limit 3");
+        assert!(
+            object(two.clone()).may_also_hold(2, false),
+            "third of limit 3"
+        );
         let mut four = two;
         four.insert(2, held(shared(4, None)));
-        assert!(!object(four.clone()).may_also_hold(3), "fourth of limit 3");
+        assert!(
+            !object(four.clone()).may_also_hold(3, false),
+            "fourth of limit 3"
+        );
         // A holder the state inherited blocks like one it voted for.
         four[2].state = LeaderState::Inherited { fence: 9 };
-        assert!(!object(four).may_also_hold(3), "an inherited holder counts");
+        assert!(
+            !object(four).may_also_hold(3, false),
+            "an inherited holder counts"
+        );
         // The smallest limit of all, the asker's included, decides.
         let small = vec![held(shared(1, None)), shared(2, Some(1))];
-        assert!(!object(small).may_also_hold(1), "its own limit of 1");
+        assert!(!object(small).may_also_hold(1, false), "its own limit of 1");
         // Counted: its own view and every shared holder's limit; not the
         // limit of a counted holder.
         let counted = |req, limit| {
@@ -497,21 +517,30 @@ mod tests {
         ];
         let mut t = three.clone();
         t.push(counted(4, 3));
-        assert!(!object(t).may_also_hold(3), "a fourth at limit 3");
+        assert!(!object(t).may_also_hold(3, false), "a fourth at limit 3");
         let mut t = three.clone();
         t.push(counted(4, 6));
-        assert!(object(t).may_also_hold(3), "a fourth at limit 6");
+        assert!(object(t).may_also_hold(3, false), "a fourth at limit 6");
         let mut t = three.clone();
         t.push(shared(4, Some(4)));
-        assert!(object(t).may_also_hold(3), "a shared fourth at limit 4");
+        assert!(
+            object(t).may_also_hold(3, false),
+            "a shared fourth at limit 4"
+        );
         let mut t = three;
         t[0] = held(shared(1, Some(3)));
         t.push(counted(4, 6));
-        assert!(!object(t).may_also_hold(3), "beyond a shared holder's 3");
+        assert!(
+            !object(t).may_also_hold(3, false),
+            "beyond a shared holder's 3"
+        );
         let t = vec![held(counted(1, 6)), ticket("h", 2, 2)];
         let mut t = t;
         t[1].state = LeaderState::Waiting;
-        assert!(!object(t).may_also_hold(1), "exclusive beside counted");
+        assert!(
+            !object(t).may_also_hold(1, false),
+            "exclusive beside counted"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub(crate) mod ltable;
 pub(crate) mod merge;
 pub(crate) mod msg;
 pub mod persist;
+pub(crate) mod tx;
 pub(crate) mod votes;
 pub(crate) mod vouch;
 
@@ -225,11 +226,14 @@ impl Cluster {
     }
 
     /// The index of the leader that owns `object` in the current epoch.
+    /// Every variable of a namespace has the namespace's owner: the one
+    /// leader that decides its transactions.
     pub fn owner_index(&self, object: &[u8]) -> Option<usize> {
         if self.epoch.leaders.is_empty() {
             return None;
         }
-        Some((ids::fnv1a64(object) % self.epoch.leaders.len() as u64) as usize)
+        let hashed = crate::vocab::split_var_object(object).map_or(object, |(ns, _)| ns);
+        Some((ids::fnv1a64(hashed) % self.epoch.leaders.len() as u64) as usize)
     }
 
     /// The server name in an id.

@@ -18,10 +18,10 @@ pub const COMMANDS: &str = "ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,T
 
 /// One open connection.
 #[derive(Debug)]
-pub(super) struct Client {
+pub(crate) struct Client {
     cred: Credentials,
     /// Every ticket this connection owns, with its object.
-    tickets: BTreeMap<TicketId, ObjectName>,
+    pub(crate) tickets: BTreeMap<TicketId, ObjectName>,
 }
 
 impl Core {
@@ -78,8 +78,15 @@ impl Core {
         };
         // Its sessions' variables vanish with it.
         self.space.close_client(client);
+        if self.authority.is_cluster() {
+            self.home_tx_closed(client);
+        }
+        let keep_vars = self.cluster.cfg.plant == crate::cluster::Plant::TxKeepClosed;
         let mut touched = BTreeSet::new();
         for (id, name) in state.tickets {
+            if keep_vars && crate::vocab::split_var_object(&name).is_some() {
+                continue;
+            }
             let Some(object) = self.table.objects.get_mut(&name) else {
                 continue;
             };
@@ -424,6 +431,11 @@ impl Core {
         let mut list = String::new();
         let mut left = self.table.ticket_count();
         for (name, object) in &self.table.objects {
+            if crate::vocab::split_var_object(name).is_some() {
+                // A transaction's variable, not a lock.
+                left -= object.tickets.len();
+                continue;
+            }
             for t in &object.tickets {
                 if list.len() >= self.config.max_list_bytes {
                     let _ = writeln!(list, "... and {left} more tickets");

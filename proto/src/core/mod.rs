@@ -387,6 +387,7 @@ impl Core {
             return;
         }
         self.stopping = true;
+        let mut told = std::collections::BTreeSet::new();
         let names: Vec<_> = self.table.objects.keys().cloned().collect();
         for name in names {
             let ids: Vec<_> = self.table.objects[&name]
@@ -396,9 +397,11 @@ impl Core {
                 .collect();
             for id in ids {
                 if let Some(t) = self.take_ticket(&name, id) {
-                    let reply = if t.state.is_held() {
-                        replies::unlocked(&name, t.tag, Some("lost"))
-                    } else {
+                    if t.state.is_held() {
+                        self.tell_lost(&name, &t, "the agent is stopping", &mut told);
+                        continue;
+                    }
+                    let reply = {
                         replies::lock_failed(
                             &name,
                             Some(&t.key),
@@ -626,6 +629,10 @@ impl Core {
                 }
                 // A waiting ticket that leaves may unblock shared ones behind it.
                 self.grant_what_may_be(now, name);
+            }
+            State::Held { .. } if crate::vocab::split_var_object(name).is_some() => {
+                // A transaction's variable: its time ran out, and it is gone.
+                self.take_ticket(name, id).expect("ticket exists");
             }
             State::Held { fence, .. } => {
                 let (owner, tag, grace) = (t.owner, t.tag, t.unlock_duration);

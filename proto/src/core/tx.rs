@@ -1,11 +1,9 @@
 //! `TRANSACTION` (snaplock(7), TRANSACTIONS): lock transactions of Sky OS,
 //! decided by this agent's [`Space`](crate::local::tx::Space).
 //!
-//! Only a single agent decides them for now. In a cluster, a namespace
-//! would need one leader and every commit the votes of a majority of the
-//! epoch's leaders, as a grant has; until then a cluster answers
-//! `error=unavailable`, so that no client relies on a commit that a
-//! failover could lose.
+//! A single agent decides them here, with its [`Space`]; in a cluster the
+//! owner leader of the namespace does (`cluster/tx.rs`, docs/cluster.md
+//! "Transactions").
 
 use super::Core;
 use crate::local::replies;
@@ -31,17 +29,15 @@ impl Core {
         if let Some(why) = self.tx_contract(now, msg) {
             return self.reply(client, refuse(why));
         }
-        if self.authority.is_cluster() {
-            let why = TxRefusal::new(
-                0,
-                TxError::Unavailable,
-                "transactions need a single agent for now: a cluster does not agree on them yet",
-            );
-            return self.reply(client, refuse(why));
-        }
         if self.stopping {
             let why = TxRefusal::new(0, TxError::Unavailable, "the agent is stopping");
             return self.reply(client, refuse(why));
+        }
+        if self.authority.is_cluster() {
+            // The owner leader of the namespace decides (docs/cluster.md
+            // "Transactions"); the session is the connection and its pid.
+            let key = format!("{}/{}", client.0, tx.pid.unwrap_or(0));
+            return self.home_tx_submit(now, client, tx, key);
         }
         let session = SessionId {
             client,

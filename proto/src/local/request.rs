@@ -73,6 +73,12 @@ pub fn decode_target(msg: &Message) -> Result<Target, (Refusal, Target)> {
             target,
         ));
     }
+    if target.object[0] == crate::vocab::VAR_OBJECT {
+        return Err((
+            Refusal::invalid("object_name must not start with a NUL byte"),
+            target,
+        ));
+    }
     if target.object.len() > MAX_OBJECT_NAME {
         target.object.truncate(64);
         return Err((

@@ -4,6 +4,7 @@
 
 mod net;
 mod status;
+mod tx;
 
 use net::Net;
 use std::time::Duration;
@@ -573,24 +574,29 @@ fn an_agent_whose_record_names_a_later_epoch_takes_no_earlier_one() {
 }
 
 #[test]
-fn a_transaction_in_a_cluster_is_unavailable_and_changes_nothing() {
+fn a_connection_holds_variables_and_locks_and_no_lock_names_a_variable() {
     let mut net = Net::new(3, 5);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
     let c = net.open(1);
-    for _ in 0..2 {
-        net.send(c, "TRANSACTION namespace=n;s1=set A;s2=exists A;tag=9");
-        let got = net
-            .wait_reply(c, Duration::from_secs(1))
-            .expect("an answer");
-        assert_eq!(got.command, "TRANSACTIONFAILED", "{got}");
-        assert_eq!(got.get_str("error"), Some("unavailable"), "{got}");
-        assert_eq!(got.get_str("failed"), Some("0"), "{got}");
-        assert_eq!(got.get_str("tag"), Some("9"), "{got}");
-        let why = got.get_str("description").unwrap();
-        assert!(why.contains("single agent"), "{why}");
-    }
-    // The connection still serves locks.
+    net.send(c, "TRANSACTION namespace=n;s1=set A;s2=exists A;tag=9");
+    let got = net
+        .wait_reply(c, Duration::from_secs(1))
+        .expect("an answer");
+    assert_eq!(got.command, "TRANSACTIONOK", "{got}");
+    assert_eq!(got.get_str("results"), Some("1,1"), "{got}");
     net.send(c, "LOCK object_name=x;duration=30");
     let got = net.wait_reply(c, Duration::from_secs(1)).expect("granted");
     assert_eq!(got.command, "LOCKED", "{got}");
+    // The tables keep variable A of n as object NUL n NUL A: a lock can
+    // never name it.
+    net.send(c, "LOCK object_name=\u{0}n\u{0}A;duration=30;tag=2");
+    let got = net.wait_reply(c, Duration::from_secs(1)).expect("refused");
+    assert_eq!(got.command, "LOCKFAILED", "{got}");
+    assert_eq!(got.get_str("error"), Some("invalid"), "{got}");
+    // Nor does the ticket list show variables.
+    net.send(c, "LISTTICKETS");
+    let got = net.wait_reply(c, Duration::from_secs(1)).expect("list");
+    let list = String::from_utf8_lossy(got.get("list").unwrap_or_default()).into_owned();
+    assert!(list.contains("\"x\""), "{list}");
+    assert_eq!(list.lines().count(), 1, "{list}");
 }

@@ -18,6 +18,8 @@
 //! | `ADDTICKET`, `ACTIVATELOCK`, `DROPTICKET` | owner → followers | the replica, the vote asked |
 //! | `LOCKACTIVATED` | follower → owner | the vote |
 //! | `LOCKED`, `LOCKFAILED`, `HASTICKET` | owner → home | the grant, the refusal, the check |
+//! | `TRANSACTION`, `TXACK` | home → owner | a client's transaction; applied, or given up |
+//! | `TXDONE`, `TXFAILED` | owner → home | the transaction ran, or did not |
 
 use std::time::Duration;
 
@@ -109,6 +111,40 @@ pub(crate) struct Lock {
     pub try_once: bool,
 }
 
+/// `TRANSACTION` from a home to the owner of the namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TxReq {
+    pub epoch: u64,
+    pub namespace: Vec<u8>,
+    /// The home's number for it; the variables it sets take the next
+    /// [`crate::local::tx::MAX_STATEMENTS`] numbers as their requests.
+    pub req: u64,
+    /// The session: the key its variables are held by.
+    pub key: String,
+    /// The statements, in their canonical text.
+    pub statements: Vec<Vec<u8>>,
+    pub duration_us: u64,
+    /// How many more variables the session's connection may hold.
+    pub room: u64,
+}
+
+/// `TXDONE`: the owner ran the transaction; the home applies it (its
+/// `TXACK` makes it visible to other transactions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TxDone {
+    pub epoch: u64,
+    pub namespace: Vec<u8>,
+    pub req: u64,
+    pub fence: u64,
+    pub results: Vec<bool>,
+    /// New holdings: (request, dup, variable).
+    pub sets: Vec<(u64, bool, Vec<u8>)>,
+    /// Holdings renewed: their requests.
+    pub renews: Vec<u64>,
+    /// Holdings deleted: their requests.
+    pub deletes: Vec<u64>,
+}
+
 /// A message between agents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PeerMsg {
@@ -167,6 +203,24 @@ pub(crate) enum PeerMsg {
     },
     /// The owner asks whether the home still has this request.
     HasTicket(TicketAt),
+    Tx(TxReq),
+    TxDone(TxDone),
+    /// The transaction did not run: `failed` is its statement (0: none).
+    TxFailed {
+        epoch: u64,
+        namespace: Vec<u8>,
+        req: u64,
+        failed: u64,
+        error: &'static str,
+        description: String,
+    },
+    /// The home applied the transaction (`ok`), or gave it up.
+    TxAck {
+        epoch: u64,
+        namespace: Vec<u8>,
+        req: u64,
+        ok: bool,
+    },
 }
 
 impl PeerMsg {
@@ -181,10 +235,14 @@ impl PeerMsg {
             | PeerMsg::AddTicket { .. }
             | PeerMsg::ActivateLock { .. }
             | PeerMsg::LockActivated { .. }
-            | PeerMsg::DropTicket(_) => Role::Leader,
-            PeerMsg::Locked { .. } | PeerMsg::LockFailed { .. } | PeerMsg::HasTicket(_) => {
-                Role::Home
-            }
+            | PeerMsg::DropTicket(_)
+            | PeerMsg::Tx(_)
+            | PeerMsg::TxAck { .. } => Role::Leader,
+            PeerMsg::Locked { .. }
+            | PeerMsg::LockFailed { .. }
+            | PeerMsg::HasTicket(_)
+            | PeerMsg::TxDone(_)
+            | PeerMsg::TxFailed { .. } => Role::Home,
         }
     }
 
@@ -196,8 +254,12 @@ impl PeerMsg {
             PeerMsg::Pong(p) => Some(p.epoch),
             PeerMsg::Leaders { epoch, .. }
             | PeerMsg::Tickets { epoch, .. }
-            | PeerMsg::Unlock { epoch, .. } => Some(*epoch),
+            | PeerMsg::Unlock { epoch, .. }
+            | PeerMsg::TxFailed { epoch, .. }
+            | PeerMsg::TxAck { epoch, .. } => Some(*epoch),
             PeerMsg::Lock(l) => Some(l.epoch),
+            PeerMsg::Tx(t) => Some(t.epoch),
+            PeerMsg::TxDone(d) => Some(d.epoch),
             PeerMsg::AddTicket { at, .. }
             | PeerMsg::ActivateLock { at, .. }
             | PeerMsg::LockActivated { at, .. }
@@ -225,6 +287,10 @@ impl PeerMsg {
             PeerMsg::Locked { .. } => "LOCKED",
             PeerMsg::LockFailed { .. } => "LOCKFAILED",
             PeerMsg::HasTicket(_) => "HASTICKET",
+            PeerMsg::Tx(_) => "TRANSACTION",
+            PeerMsg::TxDone(_) => "TXDONE",
+            PeerMsg::TxFailed { .. } => "TXFAILED",
+            PeerMsg::TxAck { .. } => "TXACK",
         }
     }
 
@@ -326,6 +392,47 @@ impl PeerMsg {
                     .to_owned(),
             },
             "HASTICKET" => PeerMsg::HasTicket(ticket_at(m)?),
+            "TRANSACTION" => PeerMsg::Tx(TxReq {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                key: text(m, "key")?,
+                statements: statements(m)?,
+                duration_us: num(m, "duration")?,
+                room: num(m, "room")?,
+            }),
+            "TXDONE" => PeerMsg::TxDone(TxDone {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                fence: num(m, "fence")?,
+                results: bits(m, "results")?,
+                sets: tx_sets(m)?,
+                renews: numbers(m, "renews")?,
+                deletes: numbers(m, "deletes")?,
+            }),
+            "TXFAILED" => PeerMsg::TxFailed {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                failed: num(m, "failed")?,
+                error: match m.get("error") {
+                    Some(b"failed") => "failed",
+                    Some(b"overflow") => "overflow",
+                    Some(b"invalid") => "invalid",
+                    _ => "unavailable",
+                },
+                description: m
+                    .get_str("description")
+                    .unwrap_or("refused by the leaders")
+                    .to_owned(),
+            },
+            "TXACK" => PeerMsg::TxAck {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                ok: m.get("ok") == Some(b"true"),
+            },
             _ => return Ok(None),
         };
         Ok(Some(msg))
@@ -427,9 +534,144 @@ impl PeerMsg {
                 m.set("error", error);
                 m.set_owned("description", description.into_bytes());
             }
+            PeerMsg::Tx(t) => {
+                m.set_u64("epoch", t.epoch);
+                m.set_owned("namespace", t.namespace);
+                m.set_u64("req", t.req);
+                m.set_owned("key", t.key.into_bytes());
+                for (i, st) in t.statements.into_iter().enumerate() {
+                    m.set_owned(&format!("s{}", i + 1), st);
+                }
+                m.set_u64("duration", t.duration_us);
+                m.set_u64("room", t.room);
+            }
+            PeerMsg::TxDone(d) => {
+                m.set_u64("epoch", d.epoch);
+                m.set_owned("namespace", d.namespace);
+                m.set_u64("req", d.req);
+                m.set_u64("fence", d.fence);
+                let bits: Vec<u8> = d
+                    .results
+                    .iter()
+                    .map(|&r| if r { b'1' } else { b'0' })
+                    .collect();
+                m.set_owned("results", bits);
+                for (i, (req, dup, var)) in d.sets.into_iter().enumerate() {
+                    let mut v = format!("{req} {} ", u8::from(dup)).into_bytes();
+                    v.extend_from_slice(&var);
+                    m.set_owned(&format!("set{}", i + 1), v);
+                }
+                put_numbers(&mut m, "renews", &d.renews);
+                put_numbers(&mut m, "deletes", &d.deletes);
+            }
+            PeerMsg::TxFailed {
+                epoch,
+                namespace,
+                req,
+                failed,
+                error,
+                description,
+            } => {
+                m.set_u64("epoch", epoch);
+                m.set_owned("namespace", namespace);
+                m.set_u64("req", req);
+                m.set_u64("failed", failed);
+                m.set("error", error);
+                m.set_owned("description", description.into_bytes());
+            }
+            PeerMsg::TxAck {
+                epoch,
+                namespace,
+                req,
+                ok,
+            } => {
+                m.set_u64("epoch", epoch);
+                m.set_owned("namespace", namespace);
+                m.set_u64("req", req);
+                m.set("ok", if ok { "true" } else { "false" });
+            }
         }
         m
     }
+}
+
+/// Most statements or variables one transaction message carries.
+pub(crate) const MAX_TX_ITEMS: usize = 32;
+
+/// `s1`, `s2`, ... in order, without a gap.
+fn statements(m: &mut Message) -> Result<Vec<Vec<u8>>, BadField> {
+    let mut out = Vec::new();
+    while let Some(st) = m.remove(&format!("s{}", out.len() + 1)) {
+        if out.len() == MAX_TX_ITEMS {
+            return Err(BadField("s33"));
+        }
+        out.push(st);
+    }
+    if out.is_empty() {
+        return Err(BadField("s1"));
+    }
+    Ok(out)
+}
+
+/// `results=1,0,...` as written: one digit per statement.
+fn bits(m: &Message, name: &'static str) -> Result<Vec<bool>, BadField> {
+    let v = m.get(name).ok_or(BadField(name))?;
+    if v.len() > MAX_TX_ITEMS {
+        return Err(BadField(name));
+    }
+    v.iter()
+        .map(|b| match b {
+            b'1' => Ok(true),
+            b'0' => Ok(false),
+            _ => Err(BadField(name)),
+        })
+        .collect()
+}
+
+/// `set1=REQ DUP VAR`, `set2=...`: the holdings a transaction made.
+fn tx_sets(m: &mut Message) -> Result<Vec<(u64, bool, Vec<u8>)>, BadField> {
+    let mut out = Vec::new();
+    while let Some(v) = m.remove(&format!("set{}", out.len() + 1)) {
+        if out.len() == MAX_TX_ITEMS {
+            return Err(BadField("set"));
+        }
+        let mut parts = v.splitn(3, |&b| b == b' ');
+        let req = parts.next().and_then(parse_u64).ok_or(BadField("set"))?;
+        let dup = match parts.next() {
+            Some(b"1") => true,
+            Some(b"0") => false,
+            _ => return Err(BadField("set")),
+        };
+        let var = parts
+            .next()
+            .filter(|v| !v.is_empty())
+            .ok_or(BadField("set"))?;
+        out.push((req, dup, var.to_vec()));
+    }
+    Ok(out)
+}
+
+/// A list of numbers, `1,2,3` (absent: none).
+fn numbers(m: &Message, name: &'static str) -> Result<Vec<u64>, BadField> {
+    let Some(v) = m.get(name) else {
+        return Ok(Vec::new());
+    };
+    let out: Vec<u64> = v
+        .split(|&b| b == b',')
+        .map(|n| parse_u64(n).ok_or(BadField(name)))
+        .collect::<Result<_, _>>()?;
+    if out.len() > MAX_TX_ITEMS {
+        return Err(BadField(name));
+    }
+    Ok(out)
+}
+
+fn put_numbers(m: &mut Message, name: &str, list: &[u64]) {
+    if list.is_empty() {
+        return;
+    }
+    let text: Vec<String> = list.iter().map(u64::to_string).collect();
+    m.set_owned(name, text.join(",").into_bytes());
 }
 
 fn num(m: &Message, name: &'static str) -> Result<u64, BadField> {

@@ -85,7 +85,8 @@ impl Core {
         let mut other = None;
         if let Some(o) = l.objects.get_mut(object) {
             if let Some(pos) = o.find(home, req) {
-                let compatible = plant == Plant::DoubleVote || o.may_also_hold(pos);
+                let compatible = plant == Plant::DoubleVote
+                    || o.may_also_hold(pos, crate::vocab::split_var_object(object).is_some());
                 if acting && !delayed && compatible {
                     o.tickets[pos].state = LeaderState::Held { fence };
                     o.last_fence = o.last_fence.max(fence);

@@ -262,6 +262,7 @@ impl Core {
         }
         self.fail_stuck_tries();
         self.resubmit_all(now);
+        self.home_tx_tick(now);
     }
 
     /// `UNLOCKED error=lost` to every holder, `LOCKFAILED
@@ -273,18 +274,26 @@ impl Core {
             .iter()
             .flat_map(|(n, o)| o.tickets.iter().map(move |t| (n.clone(), t.id)))
             .collect();
+        let mut told = std::collections::BTreeSet::new();
         for (name, id) in all {
             let Some(t) = self.take_ticket(&name, id) else {
                 continue;
             };
+            if t.state.is_held() {
+                self.tell_lost(
+                    &name,
+                    &t,
+                    "no contact with a majority of leaders",
+                    &mut told,
+                );
+                continue;
+            }
             let Some(owner) = t.owner else { continue };
-            let reply = if t.state.is_held() {
-                replies::unlocked(&name, t.tag, Some("lost"))
-            } else {
-                let why = Refusal::new("unavailable", "no contact with a majority of leaders");
-                replies::lock_failed(&name, Some(&t.key), t.tag, &why)
-            };
-            self.reply(owner, reply);
+            let why = Refusal::new("unavailable", "no contact with a majority of leaders");
+            self.reply(
+                owner,
+                replies::lock_failed(&name, Some(&t.key), t.tag, &why),
+            );
         }
     }
 }

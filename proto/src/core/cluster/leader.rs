@@ -33,7 +33,7 @@ impl Core {
 
     /// The followers a new ticket of `home` goes to
     /// ([`votes::first_followers`]).
-    fn first_followers(&self, home: &str) -> u8 {
+    pub(super) fn first_followers(&self, home: &str) -> u8 {
         let c = &self.cluster;
         let Some(me) = self.my_index() else {
             return self.all_leaders();
@@ -44,7 +44,7 @@ impl Core {
         })
     }
 
-    fn my_index(&self) -> Option<usize> {
+    pub(super) fn my_index(&self) -> Option<usize> {
         let c = &self.cluster;
         c.epoch.leaders.iter().position(|l| *l == c.me)
     }
@@ -91,7 +91,29 @@ impl Core {
         match m {
             PeerMsg::Lock(lock) => self.owner_lock(now, from, lock),
             PeerMsg::Unlock { object, req, .. } => {
-                self.owner_release(now, &object, from, req);
+                // A transaction's new holding ends with the transaction.
+                if !self.tx_holds(from, req) {
+                    self.owner_release(now, &object, from, req);
+                }
+                Ok(())
+            }
+            PeerMsg::Tx(req) => self.owner_tx(now, from, req),
+            PeerMsg::TxAck { req, ok, .. } => {
+                self.owner_tx_ack(now, from, req, ok);
+                Ok(())
+            }
+            PeerMsg::TxDone(done) => {
+                self.home_tx_done(now, from, done);
+                Ok(())
+            }
+            PeerMsg::TxFailed {
+                req,
+                failed,
+                error,
+                description,
+                ..
+            } => {
+                self.home_tx_failed(now, req, failed, error, description);
                 Ok(())
             }
             PeerMsg::LockActivated {
@@ -313,8 +335,9 @@ impl Core {
         if self.owner_of(name).as_ref() != Some(&self.cluster.me) {
             return;
         }
-        let Some(me) = self.my_index() else { return };
-        let epoch = self.cluster.epoch.number;
+        if self.my_index().is_none() {
+            return;
+        }
         let l = self.cluster.leader.table.as_mut().expect("leader");
         if l.delay_until.is_some_and(|d| now.mono < d) {
             l.retry.insert(name.clone());
@@ -337,37 +360,13 @@ impl Core {
         }
         let mut asked = Vec::new();
         let mut at_once = Vec::new();
-        let all = self.all_leaders();
-        let widen_at = now.mono + self.cluster.cfg.ping_interval;
-        let max_tickets = self.config.max_tickets;
         for pos in decision.grant {
             let fence = self.next_fence(name);
-            let l = self.cluster.leader.table.as_mut().expect("leader");
-            let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
-            let to = t.has_ticket | 1 << me;
-            t.state = LeaderState::Activating {
-                fence,
-                ballot: Ballot {
-                    votes: 1 << me,
-                    refused: 0,
-                    asked: to,
-                },
-            };
-            let at = TicketAt {
-                epoch,
-                object: name.to_vec(),
-                home: t.home.to_string(),
-                req: t.req,
-            };
-            let key = (t.home.clone(), t.req);
-            if l.asking.len() < max_tickets {
-                l.asking
-                    .push_back((widen_at, name.clone(), key.0.clone(), key.1));
-            } else if to != all {
-                at_once.push(key.clone()); // no room to wait: ask all
+            let (key, all_now) = self.ask_votes(now, name, pos, fence);
+            if all_now {
+                at_once.push(key.clone());
             }
             asked.push(key);
-            self.send(To::Leaders(to), PeerMsg::ActivateLock { at, fence });
         }
         for (home, req) in at_once {
             self.widen(name, &home, req, false);
@@ -375,6 +374,52 @@ impl Core {
         for (home, req) in asked {
             self.try_grant(now, name, &home, req);
         }
+    }
+
+    /// Marks ticket `pos` of `name` activating with `fence` and asks the
+    /// first followers for their votes (the others a `ping_interval` later,
+    /// if the majority is not there by then). Returns the ticket's (home,
+    /// request), and whether all must be asked at once (no room to note
+    /// when to ask the others).
+    pub(super) fn ask_votes(
+        &mut self,
+        now: Now,
+        name: &ObjectName,
+        pos: usize,
+        fence: u64,
+    ) -> ((Id, u64), bool) {
+        let me = self.my_index().unwrap_or(0);
+        let epoch = self.cluster.epoch.number;
+        let all = self.all_leaders();
+        let widen_at = now.mono + self.cluster.cfg.ping_interval;
+        let max_tickets = self.config.max_tickets;
+        let l = self.cluster.leader.table.as_mut().expect("leader");
+        let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
+        let to = t.has_ticket | 1 << me;
+        t.state = LeaderState::Activating {
+            fence,
+            ballot: Ballot {
+                votes: 1 << me,
+                refused: 0,
+                asked: to,
+            },
+        };
+        let at = TicketAt {
+            epoch,
+            object: name.to_vec(),
+            home: t.home.to_string(),
+            req: t.req,
+        };
+        let key = (t.home.clone(), t.req);
+        let mut at_once = false;
+        if l.asking.len() < max_tickets {
+            l.asking
+                .push_back((widen_at, name.clone(), key.0.clone(), key.1));
+        } else if to != all {
+            at_once = true;
+        }
+        self.send(To::Leaders(to), PeerMsg::ActivateLock { at, fence });
+        (key, at_once)
     }
 
     /// A follower's vote on the grant of `at` with `fence`.
@@ -431,7 +476,7 @@ impl Core {
     /// Grants a ticket once a majority of leaders (the same for all of its
     /// steps: each vote acknowledges the ticket's ADDTICKET too) voted for
     /// it, while this leader is acting.
-    fn try_grant(&mut self, now: Now, name: &ObjectName, home: &Id, req: u64) {
+    pub(super) fn try_grant(&mut self, now: Now, name: &ObjectName, home: &Id, req: u64) {
         let majority = self.cluster.leader_majority() as u32;
         let all = self.cluster.epoch.leaders.len() as u32;
         let plant = self.cluster.cfg.plant;
@@ -453,6 +498,12 @@ impl Core {
                 if t.kind.mode.is_shared() {
                     o.last_shared_grant = Some(now.mono);
                 }
+                if crate::vocab::split_var_object(name).is_some() {
+                    // A transaction's new holding: the transaction says
+                    // when it is done.
+                    self.tx_set_voted(now, home, req);
+                    return;
+                }
                 let at = TicketAt {
                     epoch,
                     object: name.to_vec(),
@@ -467,6 +518,9 @@ impl Core {
                 self.widen(name, home, req, false);
             }
             // Refused by enough followers: ask again later, with a new fence.
+            Tally::Retry if crate::vocab::split_var_object(name).is_some() => {
+                self.tx_set_refused(home, req);
+            }
             Tally::Retry => {
                 t.state = LeaderState::Waiting;
                 l.retry.insert(name.clone());
@@ -518,6 +572,7 @@ impl Core {
                 .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
                 .cloned()
                 .collect();
+            self.tx_forget_home(now, &home);
             if owned.is_empty() {
                 continue;
             }
@@ -566,6 +621,7 @@ impl Core {
         for name in touched {
             self.retry_object(now, &name);
         }
+        self.tx_tick(now);
     }
 
     /// Asks the followers not asked yet for their votes on the grant of
@@ -574,7 +630,7 @@ impl Core {
     /// once all were asked, asks again those that did not answer (a link
     /// that broke and came back lost the question; a follower answers a
     /// question twice the same). Whether the grant is still short.
-    fn widen(&mut self, name: &ObjectName, home: &Id, req: u64, again: bool) -> bool {
+    pub(super) fn widen(&mut self, name: &ObjectName, home: &Id, req: u64, again: bool) -> bool {
         let epoch = self.cluster.epoch.number;
         let all = self.all_leaders();
         let majority = self.cluster.leader_majority() as u32;
@@ -670,6 +726,9 @@ impl Core {
                 req: *req,
             };
             match state {
+                // A transaction's new holding: the transaction's answer
+                // says it again (its home asks again until answered).
+                Some(LeaderState::Held { .. }) if l.tx.of_set(home, *req).is_some() => {}
                 Some(LeaderState::Held { fence }) => {
                     again.push(PeerMsg::Locked { at: at(), fence })
                 }

@@ -11,6 +11,7 @@ mod leader;
 mod links;
 mod persist;
 mod status;
+mod tx;
 mod vouch;
 
 pub(crate) use links::To;

@@ -3,7 +3,6 @@
 
 use crate::cluster::vouch::{Carried, CarriedLock};
 use crate::core::Core;
-use crate::local::replies;
 use crate::time::{Now, Time};
 use crate::vocab::{ObjectName, TicketId};
 use std::net::SocketAddr;
@@ -334,12 +333,11 @@ impl Core {
                 held.len()
             );
         }
+        let mut told = std::collections::BTreeSet::new();
         for (name, id) in held {
             self.cluster.home.carried.locks.remove(&name);
             if let Some(t) = self.take_ticket(&name, id) {
-                if let Some(owner) = t.owner {
-                    self.reply(owner, replies::unlocked(&name, t.tag, Some("lost")));
-                }
+                self.tell_lost(&name, &t, "their owner leader stopped answering", &mut told);
             }
         }
         if carried_out {

@@ -10,6 +10,7 @@
 //! bounded ([`Limits`], [`MAX_STATEMENTS`], [`MAX_VAR`], [`MAX_NAMESPACE`]).
 
 pub mod decode;
+pub mod run;
 pub mod space;
 pub mod stmt;
 

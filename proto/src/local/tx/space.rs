@@ -17,8 +17,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::stmt::{Op, Var};
-use super::{Limits, Transaction, TxError, TxRefusal};
+use super::run::{Seen, Touch, run};
+use super::stmt::Var;
+use super::{Limits, Transaction, TxRefusal};
 use crate::time::Time;
 use crate::vocab::ClientId;
 
@@ -52,20 +53,6 @@ pub struct Committed {
     pub fence: u64,
     /// One value per statement.
     pub results: Vec<bool>,
-}
-
-/// What one transaction sees of one variable it names.
-struct Touch {
-    /// Other sessions that hold it.
-    others: usize,
-    /// One of them holds it without `dup`.
-    other_alone: bool,
-    /// This session's holding before the transaction.
-    before: Option<Holding>,
-    /// This session's holding now: `Some(dup)`.
-    now: Option<bool>,
-    /// A `set` of this session renewed or took it.
-    set: bool,
 }
 
 /// Every namespace of the agent.
@@ -137,64 +124,16 @@ impl Space {
         let ns_key = tx.namespace.as_slice();
         let vars = self.spaces.get(ns_key);
         let had = self.per_client.get(&session.client).copied().unwrap_or(0);
-        let mut touched: BTreeMap<Var, Touch> = BTreeMap::new();
-        let mut delta: isize = 0;
-        let mut results = Vec::with_capacity(tx.statements.len());
-        for (i, st) in tx.statements.iter().enumerate() {
-            let n = i + 1;
-            let var = st.op.var();
-            let t = touched.entry(var.clone()).or_insert_with(|| {
-                let holders = vars.and_then(|v| v.get(var)).map_or(&[][..], Vec::as_slice);
-                let before = holders.iter().find(|h| h.session == session).copied();
-                let others = holders.len() - usize::from(before.is_some());
-                Touch {
-                    others,
-                    other_alone: holders.iter().any(|h| h.session != session && !h.dup),
-                    before,
-                    now: before.map(|h| h.dup),
-                    set: false,
-                }
-            });
-            let result = match &st.op {
-                Op::Exists(_) => t.others > 0 || t.now.is_some(),
-                Op::Delete(_) => {
-                    let held = t.now.take().is_some();
-                    delta -= isize::from(held);
-                    held
-                }
-                Op::Set(_, dup) => {
-                    if let Some(mine) = t.now {
-                        // Renewing: shared with others, it stays shared.
-                        t.now = Some(if t.others > 0 { mine } else { *dup });
-                        t.set = true;
-                        true
-                    } else if t.others == 0 || (*dup && !t.other_alone) {
-                        if let Some(why) = self.overflow(had, delta, vars.is_some()) {
-                            return Err(TxRefusal::new(
-                                n,
-                                TxError::Overflow,
-                                format!("s{n}: {why}"),
-                            ));
-                        }
-                        t.now = Some(*dup);
-                        t.set = true;
-                        delta += 1;
-                        true
-                    } else {
-                        false
-                    }
-                }
-            };
-            let value = st.value(result);
-            results.push(value);
-            if !value && st.fails_on_false() {
-                return Err(TxRefusal::new(
-                    n,
-                    TxError::Failed,
-                    format!("s{n}: {st} is false"),
-                ));
+        let seen = |var: &Var| {
+            let holders = vars.and_then(|v| v.get(var)).map_or(&[][..], Vec::as_slice);
+            let mine = holders.iter().find(|h| h.session == session).map(|h| h.dup);
+            Seen {
+                others: holders.len() - usize::from(mine.is_some()),
+                other_alone: holders.iter().any(|h| h.session != session && !h.dup),
+                mine,
             }
-        }
+        };
+        let (results, touched) = run(tx, seen, |delta| self.overflow(had, delta, vars.is_some()))?;
         self.commit(now, session, tx, touched);
         self.last_fence += 1;
         Ok(Committed {

@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::local::tx::TxError;
 use crate::local::tx::stmt::{parse_statement, parse_var};
 
 fn session(s: &str) -> SessionId {

@@ -1,0 +1,142 @@
+//! Lock transactions in a cluster (docs/cluster.md "Transactions"): what
+//! the owner of a namespace keeps of the transactions it runs, and what a
+//! home keeps of its clients' transactions. The handlers are in
+//! `core/cluster/tx.rs`.
+//!
+//! A variable held by a session is a ticket like a lock's, on the object
+//! [`crate::vocab::var_object`] names, held by the session's key: the
+//! leaders vote for it, the home keeps it in its table with the session's
+//! connection, reports it and revokes it, and a handover carries it, all as
+//! for a lock. What is new is only who decides: the owner runs a
+//! transaction's statements against its table, all at once.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Id;
+use super::msg::TxReq;
+use crate::time::Time;
+use crate::vocab::{ClientId, ObjectName};
+
+/// A namespace's name.
+pub(crate) type Ns = Arc<[u8]>;
+
+/// Most transactions waiting at one owner, all namespaces together; one
+/// more is refused with `error=overflow`.
+pub(crate) const MAX_QUEUED: usize = 65_536;
+
+/// How long a home waits for the answer to a transaction before it gives
+/// it up (`error=unavailable`, nothing changed).
+pub(crate) const TX_WAIT: Duration = Duration::from_secs(10);
+
+/// Most transactions of one connection waiting at its home behind the one
+/// it sent; one more is refused with `error=overflow`.
+pub(crate) const MAX_PER_CLIENT: usize = 64;
+
+/// A transaction waiting for its turn at the owner.
+#[derive(Clone, Debug)]
+pub(crate) struct Queued {
+    pub home: Id,
+    pub req: TxReq,
+}
+
+/// A transaction the owner ran, until its home applied it (`TXACK`) or
+/// gave it up: the variables it changes are busy meanwhile, and no other
+/// transaction sees them (docs/cluster.md "Transactions").
+#[derive(Clone, Debug)]
+pub(crate) struct InFlight {
+    pub queued: Queued,
+    pub fence: u64,
+    pub results: Vec<bool>,
+    /// New holdings (object, request, dup): voted for before `TXDONE`.
+    pub sets: Vec<(ObjectName, u64, bool)>,
+    /// Holdings renewed (their home keeps the time): requests.
+    pub renews: Vec<u64>,
+    /// Holdings ended: (object, request), dropped once the home applied.
+    pub deletes: Vec<(ObjectName, u64)>,
+    /// `TXDONE` went to the home (every set had its majority).
+    pub done: bool,
+}
+
+impl InFlight {
+    /// Every object whose holders it changes.
+    pub fn objects(&self) -> impl Iterator<Item = &ObjectName> {
+        self.sets
+            .iter()
+            .map(|s| &s.0)
+            .chain(self.deletes.iter().map(|d| &d.0))
+    }
+}
+
+/// The owner's part of the transactions of one epoch (in its table).
+#[derive(Debug, Default)]
+pub(crate) struct TxOwner {
+    /// Transactions not run yet, in order of arrival, by namespace.
+    pub queues: BTreeMap<Ns, VecDeque<Queued>>,
+    /// Transactions in all `queues`.
+    pub queued: usize,
+    /// Transactions run and not yet applied, by (home, request).
+    pub inflight: BTreeMap<(Id, u64), InFlight>,
+    /// The objects an in-flight transaction changes, and which.
+    pub busy: BTreeMap<ObjectName, (Id, u64)>,
+    /// Namespaces whose first transaction waits for something a tick may
+    /// change (the lock-delay, acting, a home not counted yet).
+    pub retry: BTreeSet<Ns>,
+}
+
+impl TxOwner {
+    /// The in-flight transaction that made holding `req` of `home`.
+    pub fn of_set(&self, home: &Id, req: u64) -> Option<(Id, u64)> {
+        let lo = req.saturating_sub(super::msg::MAX_TX_ITEMS as u64);
+        self.inflight
+            .range((home.clone(), lo)..=(home.clone(), req))
+            .find(|(_, f)| f.sets.iter().any(|s| s.1 == req))
+            .map(|(k, _)| k.clone())
+    }
+
+    /// Whether `req` of `home` is waiting or in flight here.
+    pub fn knows(&self, ns: &[u8], home: &Id, req: u64) -> bool {
+        self.inflight.contains_key(&(home.clone(), req))
+            || self
+                .queues
+                .get(ns)
+                .is_some_and(|q| q.iter().any(|t| t.home == *home && t.req.req == req))
+    }
+}
+
+/// A transaction of one of this agent's clients.
+#[derive(Clone, Debug)]
+pub(crate) struct HomeTx {
+    pub client: ClientId,
+    pub namespace: Vec<u8>,
+    pub tag: Option<i64>,
+    /// The statements, in their canonical text.
+    pub statements: Vec<Vec<u8>>,
+    pub duration: Duration,
+    /// The session's key.
+    pub key: String,
+    /// When it came.
+    pub at: Time,
+    /// The epoch it was sent in, and when last.
+    pub sent: Option<(u64, Time)>,
+}
+
+/// The home's part: its clients' transactions.
+#[derive(Debug, Default)]
+pub(crate) struct HomeTxs {
+    /// Sent to the owner, or waiting for leaders, by request.
+    pub inflight: BTreeMap<u64, HomeTx>,
+    /// Behind them, by connection (one in flight per connection).
+    pub waiting: BTreeMap<ClientId, VecDeque<HomeTx>>,
+}
+
+impl HomeTxs {
+    /// The request of `client`'s transaction in flight.
+    pub fn of_client(&self, client: ClientId) -> Option<u64> {
+        self.inflight
+            .iter()
+            .find(|(_, t)| t.client == client)
+            .map(|(r, _)| *r)
+    }
+}

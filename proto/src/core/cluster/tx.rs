@@ -1,0 +1,914 @@
+//! Lock transactions in a cluster (docs/cluster.md "Transactions"): the
+//! owner of a namespace runs them against its table, one variable at a
+//! time in flight; the home applies what its clients' transactions did
+//! and answers them (the parts are [`crate::cluster::tx`]).
+//!
+//! ```text
+//! home H                    owner O                         followers
+//!  TRANSACTION ───────────▶ queued by namespace; run when none of its
+//!                           variables is busy (in flight, or inherited
+//!                           from a home not counted yet)
+//!                           new holdings ── ADDTICKET, ACTIVATELOCK ─▶ vote
+//!                           ◀──────────────────────── LOCKACTIVATED
+//!  ◀──────────── TXDONE     every new holding has its majority
+//!  apply, answer the client
+//!  TXACK ok ──────────────▶ the variables are free again; deleted
+//!                           holdings dropped ─── DROPTICKET ──▶
+//! ```
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::To;
+use crate::cluster::Id;
+use crate::cluster::config::Plant;
+use crate::cluster::home::RESEND;
+use crate::cluster::ltable::{LeaderState, LeaderTicket};
+use crate::cluster::msg::{BadField, PeerMsg, TicketAt, TxDone, TxReq};
+use crate::cluster::tx::{HomeTx, InFlight, MAX_PER_CLIENT, MAX_QUEUED, Ns, Queued, TX_WAIT};
+use crate::core::Core;
+use crate::local::replies;
+use crate::local::table::{State, Ticket};
+use crate::local::tx::run::{Seen, run};
+use crate::local::tx::stmt::parse_statement;
+use crate::local::tx::{Transaction, TxError, TxRefusal, is_valid_namespace_char};
+use crate::time::Now;
+use crate::vocab::{ClientId, Kind, Mode, ObjectName, TicketId, split_var_object, var_object};
+
+fn tx_error(error: &str) -> TxError {
+    match error {
+        "failed" => TxError::Failed,
+        "overflow" => TxError::Overflow,
+        "invalid" => TxError::Invalid,
+        _ => TxError::Unavailable,
+    }
+}
+
+fn var_kind(dup: bool) -> Kind {
+    Kind {
+        mode: if dup { Mode::Shared } else { Mode::Exclusive },
+        limit: None,
+        policy: crate::vocab::Policy::Hard,
+    }
+}
+
+/// The objects of the variables `statements` name (canonical text).
+fn named_objects(ns: &[u8], tx: &Transaction) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = tx
+        .statements
+        .iter()
+        .map(|st| var_object(ns, st.op.var().as_bytes()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Reads a peer's transaction back; `Err`: why it is invalid.
+fn read_tx(req: &TxReq) -> Result<Transaction, TxRefusal> {
+    let mut statements = Vec::with_capacity(req.statements.len());
+    for (i, text) in req.statements.iter().enumerate() {
+        let st = parse_statement(text)
+            .map_err(|e| TxRefusal::new(i + 1, e.error, format!("s{}: {}", i + 1, e.reason)))?;
+        statements.push(st);
+    }
+    Ok(Transaction {
+        namespace: req.namespace.clone(),
+        statements,
+        pid: None,
+        tag: None,
+        duration: Duration::from_micros(req.duration_us),
+    })
+}
+
+// The owner's side.
+impl Core {
+    /// `TRANSACTION` from `home`, to this agent as the namespace's owner.
+    pub(super) fn owner_tx(&mut self, now: Now, home: &Id, req: TxReq) -> Result<(), BadField> {
+        let ns = &req.namespace;
+        if ns.is_empty() || ns.len() > 128 || !ns.iter().all(|&b| is_valid_namespace_char(b)) {
+            return Err(BadField("namespace"));
+        }
+        if self.owner_of(&var_object(ns, b"")).as_ref() != Some(&self.cluster.me) {
+            return Err(BadField("namespace (not owned here)"));
+        }
+        self.cluster
+            .peers
+            .heard
+            .entry(home.clone())
+            .or_insert(now.mono);
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
+        if let Some(f) = l.tx.inflight.get(&(home.clone(), req.req)) {
+            // Asked again: its answer may have been lost with a link.
+            if f.done {
+                let done = self.tx_done_msg(home, req.req);
+                self.send(To::Agent(home), done);
+            }
+            return Ok(());
+        }
+        if l.tx.knows(ns, home, req.req) {
+            return Ok(());
+        }
+        if l.tx.queued >= MAX_QUEUED {
+            let why = format!("the owner has {MAX_QUEUED} transactions waiting");
+            self.tx_refuse(home, &req, TxRefusal::new(0, TxError::Overflow, why));
+            return Ok(());
+        }
+        let ns: Ns = ns.as_slice().into();
+        l.tx.queued += 1;
+        let queue = l.tx.queues.entry(ns.clone()).or_default();
+        queue.push_back(Queued {
+            home: home.clone(),
+            req,
+        });
+        self.tx_run(now, &ns);
+        Ok(())
+    }
+
+    fn tx_refuse(&mut self, home: &Id, req: &TxReq, why: TxRefusal) {
+        let failed = PeerMsg::TxFailed {
+            epoch: self.cluster.epoch.number,
+            namespace: req.namespace.clone(),
+            req: req.req,
+            failed: why.statement as u64,
+            error: why.error.as_str(),
+            description: why.description,
+        };
+        self.send(To::Agent(home), failed);
+    }
+
+    /// Runs the transactions waiting on namespace `ns`, in order, while the
+    /// first one's variables are free.
+    pub(super) fn tx_run(&mut self, now: Now, ns: &Ns) {
+        loop {
+            let acting = self.cluster.acting(now.mono);
+            let Some(l) = self.cluster.leader.table.as_mut().filter(|l| l.ready) else {
+                return;
+            };
+            let Some(q) = l.tx.queues.get(ns).and_then(VecDeque::front) else {
+                l.tx.queues.remove(ns);
+                return;
+            };
+            let delayed = l.delay_until.is_some_and(|d| now.mono < d);
+            let tx = match read_tx(&q.req) {
+                Ok(tx) => tx,
+                Err(why) => {
+                    let q = self.tx_pop(ns).expect("first");
+                    self.tx_refuse(&q.home, &q.req, why);
+                    continue;
+                }
+            };
+            // Nothing is decided during a lock-delay or while this owner
+            // does not act (its table may be behind), and no transaction
+            // sees a variable that another one in flight changes, or that
+            // a home not counted yet may hold or may have let go.
+            let blocked = !acting
+                || delayed
+                || named_objects(ns, &tx).iter().any(|o| {
+                    l.tx.busy.contains_key(&o[..])
+                        || l.objects.get(&o[..]).is_some_and(|obj| {
+                            obj.tickets.iter().any(|t| {
+                                matches!(t.state, LeaderState::Inherited { .. })
+                                    && !l.reporters.contains(&t.home)
+                            })
+                        })
+                });
+            if blocked {
+                l.tx.retry.insert(ns.clone());
+                return;
+            }
+            let q = self.tx_pop(ns).expect("first");
+            self.tx_eval(now, q, &tx);
+        }
+    }
+
+    fn tx_pop(&mut self, ns: &Ns) -> Option<Queued> {
+        let l = self.cluster.leader.table.as_mut()?;
+        let queue = l.tx.queues.get_mut(ns)?;
+        let q = queue.pop_front()?;
+        if queue.is_empty() {
+            l.tx.queues.remove(ns);
+        }
+        l.tx.queued -= 1;
+        Some(q)
+    }
+
+    /// Runs one transaction against the table: refused, or in flight
+    /// (its new holdings asked for their votes).
+    fn tx_eval(&mut self, now: Now, q: Queued, tx: &Transaction) {
+        let home = q.home.clone();
+        let key: String = q.req.key.clone();
+        let key: &str = &key;
+        let ns: Vec<u8> = q.req.namespace.clone();
+        let ns = &ns[..];
+        let max_tickets = self.config.max_tickets;
+        let l = self.cluster.leader.table.as_ref().expect("ready leader");
+        let holders = |var: &[u8]| {
+            let o = l.objects.get(&var_object(ns, var)[..]);
+            o.into_iter()
+                .flat_map(|o| o.tickets.iter())
+                .filter(|t| t.blocks())
+        };
+        let seen = |var: &crate::local::tx::Var| {
+            let mut s = Seen::default();
+            for t in holders(var.as_bytes()) {
+                let dup = t.kind.mode != Mode::Exclusive;
+                if t.home == home && *t.key == *key {
+                    s.mine = Some(dup);
+                } else {
+                    s.others += 1;
+                    s.other_alone |= !dup;
+                }
+            }
+            s
+        };
+        let room = q.req.room;
+        let tickets = l.tickets;
+        let overflow = |delta: isize| {
+            let more = u64::try_from(delta + 1).unwrap_or(0);
+            if more > room {
+                Some("this connection would hold more than its maximum of variables".to_owned())
+            } else if tickets.saturating_add_signed(delta) >= max_tickets {
+                Some(format!(
+                    "the leaders hold their maximum of {max_tickets} tickets"
+                ))
+            } else {
+                None
+            }
+        };
+        let (results, touched) = match run(tx, seen, overflow) {
+            Ok(ran) => ran,
+            Err(why) => return self.tx_refuse(&home, &q.req, why),
+        };
+        let fence = self.next_tx_fence();
+        let first = self.first_followers(&home);
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
+        let mut f = InFlight {
+            queued: q,
+            fence,
+            results,
+            sets: Vec::new(),
+            renews: Vec::new(),
+            deletes: Vec::new(),
+            done: false,
+        };
+        let mut next_req = f.queued.req.req;
+        for (var, t) in touched {
+            if !t.set && t.before.is_some() == t.now.is_some() {
+                continue; // only looked at
+            }
+            let object = var_object(ns, var.as_bytes());
+            let name: ObjectName = l
+                .objects
+                .get_key_value(&object[..])
+                .map_or_else(|| ObjectName::from(&object[..]), |(k, _)| k.clone());
+            let old = l.objects.get(&object[..]).and_then(|o| {
+                o.tickets
+                    .iter()
+                    .find(|x| x.blocks() && x.home == home && *x.key == *key)
+                    .map(|x| x.req)
+            });
+            if let (Some(old), Some(now_dup)) = (old, t.now) {
+                if t.before == Some(now_dup) {
+                    f.renews.push(old);
+                    continue;
+                }
+            }
+            if let Some(old) = old {
+                f.deletes.push((name.clone(), old));
+            }
+            if let Some(dup) = t.now {
+                next_req += 1;
+                f.sets.push((name, next_req, dup));
+            }
+        }
+        let key: Box<str> = f.queued.req.key.as_str().into();
+        let mut numbers = Vec::with_capacity(f.sets.len());
+        for (name, req, dup) in &f.sets {
+            let number = l
+                .objects
+                .get(&**name)
+                .and_then(|o| o.tickets.iter().map(|t| t.number).max())
+                .map_or(1, |n| n + 1);
+            numbers.push(number);
+            l.insert(
+                name,
+                LeaderTicket {
+                    home: home.clone(),
+                    req: *req,
+                    key: key.clone(),
+                    number,
+                    kind: var_kind(*dup),
+                    state: LeaderState::Waiting,
+                    has_ticket: first,
+                },
+            );
+        }
+        let tx_key = (home.clone(), f.queued.req.req);
+        for o in f.objects() {
+            l.tx.busy.insert(o.clone(), tx_key.clone());
+        }
+        let sets = f.sets.clone();
+        l.tx.inflight.insert(tx_key.clone(), f);
+        let epoch = self.cluster.epoch.number;
+        for ((name, req, dup), number) in sets.iter().zip(numbers) {
+            let at = TicketAt {
+                epoch,
+                object: name.to_vec(),
+                home: home.to_string(),
+                req: *req,
+            };
+            let add = PeerMsg::AddTicket {
+                at,
+                key: key.to_string(),
+                number,
+                kind: var_kind(*dup),
+            };
+            self.send(To::Leaders(first), add);
+        }
+        let skip_votes = self.cluster.cfg.plant == Plant::TxSkipVote;
+        let mut at_once = Vec::new();
+        for (name, req, _) in &sets {
+            let l = self.cluster.leader.table.as_mut().expect("ready leader");
+            let pos = (l.objects.get(&**name))
+                .and_then(|o| o.find(&home, *req))
+                .expect("just inserted");
+            if skip_votes {
+                let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
+                t.state = LeaderState::Held { fence };
+                continue;
+            }
+            let (k, all) = self.ask_votes(now, name, pos, fence);
+            if all {
+                at_once.push(k);
+            }
+        }
+        for (name, req, _) in &sets {
+            if at_once.iter().any(|k| k.1 == *req) {
+                self.widen(name, &home, *req, false);
+            }
+            self.try_grant(now, name, &home, *req);
+        }
+        self.tx_try_done(&tx_key);
+    }
+
+    /// The fence of a transaction: above every fence this agent drew, saw
+    /// or installed as the epoch's base.
+    fn next_tx_fence(&mut self) -> u64 {
+        let l = self.cluster.leader.table.as_ref().expect("ready leader");
+        let fence = l.base.max(self.cluster.records.fence_floor + 1);
+        self.raise_floor(fence);
+        fence
+    }
+
+    fn tx_done_msg(&self, home: &Id, req: u64) -> PeerMsg {
+        let l = self.cluster.leader.table.as_ref().expect("leader");
+        let f = &l.tx.inflight[&(home.clone(), req)];
+        let sets = f
+            .sets
+            .iter()
+            .map(|(name, r, dup)| {
+                let var = split_var_object(name).map_or(&[][..], |(_, v)| v);
+                (*r, *dup, var.to_vec())
+            })
+            .collect();
+        PeerMsg::TxDone(TxDone {
+            epoch: self.cluster.epoch.number,
+            namespace: f.queued.req.namespace.clone(),
+            req,
+            fence: f.fence,
+            results: f.results.clone(),
+            sets,
+            renews: f.renews.clone(),
+            deletes: f.deletes.iter().map(|d| d.1).collect(),
+        })
+    }
+
+    /// `TXDONE` once every new holding of the transaction has its majority.
+    fn tx_try_done(&mut self, key: &(Id, u64)) {
+        let Some(l) = self.cluster.leader.table.as_mut() else {
+            return;
+        };
+        let Some(f) = l.tx.inflight.get(key) else {
+            return;
+        };
+        if f.done {
+            return;
+        }
+        let voted = f.sets.iter().all(|(name, req, _)| {
+            l.objects.get(&**name).is_some_and(|o| {
+                o.find(&key.0, *req)
+                    .is_some_and(|p| matches!(o.tickets[p].state, LeaderState::Held { .. }))
+            })
+        });
+        if !voted {
+            return;
+        }
+        l.tx.inflight.get_mut(key).expect("in flight").done = true;
+        let done = self.tx_done_msg(&key.0, key.1);
+        self.send(To::Agent(&key.0), done);
+    }
+
+    /// A new holding `req` of `home` has its majority.
+    pub(super) fn tx_set_voted(&mut self, _now: Now, home: &Id, req: u64) {
+        let Some(l) = self.cluster.leader.table.as_ref() else {
+            return;
+        };
+        if let Some(key) = l.tx.of_set(home, req) {
+            self.tx_try_done(&key);
+        }
+    }
+
+    /// Followers refused a new holding (their votes stand for a holding
+    /// this owner no longer knows, and is dropping): nothing was shown
+    /// yet, so the transaction goes back to the head of its queue and runs
+    /// again.
+    pub(super) fn tx_set_refused(&mut self, home: &Id, req: u64) {
+        let Some(l) = self.cluster.leader.table.as_ref() else {
+            return;
+        };
+        let Some(key) = l.tx.of_set(home, req) else {
+            return;
+        };
+        if let Some(q) = self.tx_abort(&key) {
+            let ns: Ns = q.req.namespace.as_slice().into();
+            let l = self.cluster.leader.table.as_mut().expect("leader");
+            l.tx.queued += 1;
+            l.tx.queues.entry(ns.clone()).or_default().push_front(q);
+            l.tx.retry.insert(ns);
+        }
+    }
+
+    /// Takes back an in-flight transaction: its new holdings dropped, its
+    /// variables free. Returns it.
+    fn tx_abort(&mut self, key: &(Id, u64)) -> Option<Queued> {
+        let epoch = self.cluster.epoch.number;
+        let l = self.cluster.leader.table.as_mut()?;
+        let f = l.tx.inflight.remove(key)?;
+        for o in f.objects() {
+            l.tx.busy.remove(o);
+        }
+        let mut drops = Vec::new();
+        for (name, req, _) in &f.sets {
+            if let Some(t) = l.remove(name, &key.0, *req) {
+                let at = TicketAt {
+                    epoch,
+                    object: name.to_vec(),
+                    home: key.0.to_string(),
+                    req: *req,
+                };
+                drops.push((t.has_ticket, at));
+            }
+        }
+        for (to, at) in drops {
+            self.send(To::Leaders(to), PeerMsg::DropTicket(at));
+        }
+        Some(f.queued)
+    }
+
+    /// `TXACK` from `home`: it applied transaction `req` (`ok`), or gave
+    /// it up.
+    pub(super) fn owner_tx_ack(&mut self, now: Now, home: &Id, req: u64, ok: bool) {
+        let key = (home.clone(), req);
+        let Some(l) = self.cluster.leader.table.as_mut() else {
+            return;
+        };
+        let Some(ns) =
+            l.tx.inflight
+                .get(&key)
+                .map(|f| Ns::from(&f.queued.req.namespace[..]))
+        else {
+            // Not run yet: given up before it ran.
+            if !ok {
+                for q in l.tx.queues.values_mut() {
+                    if let Some(p) = q.iter().position(|t| t.home == *home && t.req.req == req) {
+                        q.remove(p);
+                        l.tx.queued -= 1;
+                        break;
+                    }
+                }
+            }
+            return;
+        };
+        if !ok {
+            self.tx_abort(&key);
+            return self.tx_run(now, &ns);
+        }
+        let f = l.tx.inflight.remove(&key).expect("in flight");
+        for o in f.objects() {
+            l.tx.busy.remove(o);
+        }
+        for (name, old) in &f.deletes {
+            self.owner_release(now, name, home, *old);
+        }
+        self.tx_run(now, &ns);
+    }
+
+    /// `home` went silent: its transactions, waiting or in flight, go
+    /// with its tickets.
+    pub(super) fn tx_forget_home(&mut self, now: Now, home: &Id) {
+        let Some(l) = self.cluster.leader.table.as_mut() else {
+            return;
+        };
+        let mut touched: Vec<Ns> = Vec::new();
+        for (ns, q) in l.tx.queues.iter_mut() {
+            let before = q.len();
+            q.retain(|t| t.home != *home);
+            l.tx.queued -= before - q.len();
+            touched.push(ns.clone());
+        }
+        let keys: Vec<(Id, u64)> =
+            l.tx.inflight
+                .range((home.clone(), 0)..=(home.clone(), u64::MAX))
+                .map(|(k, _)| k.clone())
+                .collect();
+        for key in keys {
+            if let Some(q) = self.tx_abort(&key) {
+                touched.push(q.req.namespace.as_slice().into());
+            }
+        }
+        for ns in touched {
+            self.tx_run(now, &ns);
+        }
+    }
+
+    /// Every tick: the namespaces whose first transaction waited for
+    /// something time may change.
+    pub(super) fn tx_tick(&mut self, now: Now) {
+        let Some(l) = self.cluster.leader.table.as_mut().filter(|l| l.ready) else {
+            return;
+        };
+        let retry = std::mem::take(&mut l.tx.retry);
+        for ns in retry {
+            self.tx_run(now, &ns);
+        }
+    }
+
+    /// Whether holding `req` of `home` on `object` is a new holding of a
+    /// transaction in flight: only the transaction ends it.
+    pub(super) fn tx_holds(&self, home: &Id, req: u64) -> bool {
+        self.cluster
+            .leader
+            .table
+            .as_ref()
+            .is_some_and(|l| l.tx.of_set(home, req).is_some())
+    }
+}
+
+// The home's side.
+impl Core {
+    /// A client's transaction, in a cluster: sent to the owner of its
+    /// namespace once the connection's earlier one is answered.
+    pub(crate) fn home_tx_submit(
+        &mut self,
+        now: Now,
+        client: ClientId,
+        tx: Transaction,
+        key: String,
+    ) {
+        let h = HomeTx {
+            client,
+            namespace: tx.namespace.clone(),
+            tag: tx.tag,
+            statements: tx
+                .statements
+                .iter()
+                .map(|s| s.to_string().into_bytes())
+                .collect(),
+            duration: tx.duration,
+            key,
+            at: now.mono,
+            sent: None,
+        };
+        let txs = &mut self.cluster.home.txs;
+        if txs.of_client(client).is_some() {
+            let waiting = txs.waiting.entry(client).or_default();
+            if waiting.len() >= MAX_PER_CLIENT {
+                let why = TxRefusal::new(
+                    0,
+                    TxError::Overflow,
+                    format!("this connection has {MAX_PER_CLIENT} transactions waiting"),
+                );
+                return self.reply(
+                    client,
+                    replies::transaction_failed(&h.namespace, h.tag, &why),
+                );
+            }
+            waiting.push_back(h);
+            return;
+        }
+        self.home_tx_start(now, h);
+    }
+
+    fn home_tx_start(&mut self, now: Now, h: HomeTx) {
+        let req = self.next_ticket;
+        // The holdings it sets take the next numbers.
+        self.next_ticket += 1 + crate::local::tx::MAX_STATEMENTS as u64;
+        let h = HomeTx { at: now.mono, ..h };
+        self.cluster.home.txs.inflight.insert(req, h);
+        self.home_tx_send(now, req);
+    }
+
+    /// Sends transaction `req` to the owner of its namespace, when there
+    /// are leaders.
+    fn home_tx_send(&mut self, now: Now, req: u64) {
+        let epoch = self.cluster.epoch.number;
+        let Some(h) = self.cluster.home.txs.inflight.get(&req) else {
+            return;
+        };
+        let Some(i) = self.cluster.owner_index(&var_object(&h.namespace, b"")) else {
+            return; // no leaders yet: sent once there are
+        };
+        let owner = self.cluster.epoch.leaders[i].clone();
+        let held = self.vars_of(h.client);
+        let room = (self.config.tx.per_client.saturating_sub(held)) as u64;
+        let h = self
+            .cluster
+            .home
+            .txs
+            .inflight
+            .get_mut(&req)
+            .expect("in flight");
+        h.sent = Some((epoch, now.mono));
+        let msg = PeerMsg::Tx(TxReq {
+            epoch,
+            namespace: h.namespace.clone(),
+            req,
+            key: h.key.clone(),
+            statements: h.statements.clone(),
+            duration_us: u64::try_from(h.duration.as_micros()).unwrap_or(u64::MAX),
+            room,
+        });
+        self.send(To::Agent(&owner), msg);
+    }
+
+    /// How many variables connection `client` holds.
+    fn vars_of(&self, client: ClientId) -> usize {
+        self.clients.get(&client).map_or(0, |c| {
+            c.tickets
+                .values()
+                .filter(|n| split_var_object(n).is_some())
+                .count()
+        })
+    }
+
+    /// Transaction `req` is answered: the connection's next one goes.
+    fn home_tx_next(&mut self, now: Now, client: ClientId) {
+        let txs = &mut self.cluster.home.txs;
+        let Some(q) = txs.waiting.get_mut(&client) else {
+            return;
+        };
+        let next = q.pop_front();
+        if q.is_empty() {
+            txs.waiting.remove(&client);
+        }
+        if let Some(h) = next {
+            self.home_tx_start(now, h);
+        }
+    }
+
+    /// `TXDONE` from the owner: applied and answered, if this agent is in
+    /// contact; else left for the owner's next answer.
+    pub(super) fn home_tx_done(&mut self, now: Now, from: &Id, d: TxDone) {
+        let Some(h) = self.cluster.home.txs.inflight.get(&d.req).cloned() else {
+            // Answered already, or given up: the owner is told which (its
+            // answer of a transaction this agent applied may come twice).
+            let applied = d.sets.iter().all(|(r, _, _)| self.has_var(TicketId(*r)));
+            let ack = PeerMsg::TxAck {
+                epoch: d.epoch,
+                namespace: d.namespace,
+                req: d.req,
+                ok: applied,
+            };
+            return self.send(To::Agent(from), ack);
+        };
+        if !self.in_contact(now) {
+            return;
+        }
+        self.cluster.home.txs.inflight.remove(&d.req);
+        self.raise_floor(d.fence);
+        let lease_end = now.mono + h.duration;
+        for r in &d.deletes {
+            self.forget_var(h.client, TicketId(*r));
+        }
+        for r in &d.renews {
+            self.renew_var(h.client, TicketId(*r), lease_end);
+        }
+        let half = self.cluster.cfg.plant == Plant::TxHalfApply;
+        let keep = if half {
+            d.sets.len().div_ceil(2)
+        } else {
+            d.sets.len()
+        };
+        for (r, dup, var) in d.sets.iter().take(keep) {
+            let name: ObjectName = var_object(&d.namespace, var).into();
+            let name = self.table.intern(&name);
+            let number = self.table.objects.get(&name).map_or(1, |o| o.next_number());
+            let id = TicketId(*r);
+            let ticket = Ticket {
+                id,
+                number,
+                key: h.key.as_str().into(),
+                owner: Some(h.client),
+                uid: None,
+                tag: None,
+                kind: var_kind(*dup),
+                duration: h.duration,
+                unlock_duration: Duration::ZERO,
+                detach: false,
+                try_once: false,
+                state: State::Held {
+                    fence: d.fence,
+                    lease_end,
+                },
+            };
+            self.table.insert(&name, ticket);
+            if let Some(c) = self.clients.get_mut(&h.client) {
+                c.tickets.insert(id, name);
+            }
+        }
+        let reply = replies::transaction_ok(&h.namespace, d.fence, &d.results, h.tag);
+        self.reply(h.client, reply);
+        let ack = PeerMsg::TxAck {
+            epoch: d.epoch,
+            namespace: d.namespace,
+            req: d.req,
+            ok: true,
+        };
+        self.send(To::Agent(from), ack);
+        self.home_tx_next(now, h.client);
+    }
+
+    /// `TXFAILED` from the owner: the transaction did not run.
+    pub(super) fn home_tx_failed(
+        &mut self,
+        now: Now,
+        req: u64,
+        failed: u64,
+        error: &'static str,
+        description: String,
+    ) {
+        let Some(h) = self.cluster.home.txs.inflight.remove(&req) else {
+            return;
+        };
+        let why = TxRefusal::new(failed as usize, tx_error(error), description);
+        let reply = replies::transaction_failed(&h.namespace, h.tag, &why);
+        self.reply(h.client, reply);
+        self.home_tx_next(now, h.client);
+    }
+
+    /// Every tick: a transaction sent in an epoch that ended failed (the
+    /// next epoch's state has none of it: its home never applied it); one
+    /// not answered for a [`RESEND`] goes again; one not answered for
+    /// [`TX_WAIT`] is given up. Each answered `unavailable` changed
+    /// nothing.
+    pub(super) fn home_tx_tick(&mut self, now: Now) {
+        let epoch = self.cluster.epoch.number;
+        let mut fail = Vec::new();
+        let mut again = Vec::new();
+        for (req, h) in &self.cluster.home.txs.inflight {
+            match h.sent {
+                Some((e, _)) if e != epoch => {
+                    fail.push((*req, "the leaders changed before it was applied"))
+                }
+                _ if h.at + TX_WAIT <= now.mono => {
+                    fail.push((*req, "no answer from the owner of its namespace in time"))
+                }
+                Some((_, at)) if at + RESEND > now.mono => {}
+                _ => again.push(*req),
+            }
+        }
+        for (req, why) in fail {
+            let h = self
+                .cluster
+                .home
+                .txs
+                .inflight
+                .remove(&req)
+                .expect("in flight");
+            if let Some((e, _)) = h.sent.filter(|s| s.0 == epoch) {
+                self.tx_give_up(e, &h, req);
+            }
+            let why = TxRefusal::new(
+                0,
+                TxError::Unavailable,
+                format!("{why}: nothing was changed"),
+            );
+            self.reply(
+                h.client,
+                replies::transaction_failed(&h.namespace, h.tag, &why),
+            );
+            self.home_tx_next(now, h.client);
+        }
+        for req in again {
+            self.home_tx_send(now, req);
+        }
+    }
+
+    /// Tells the owner this agent will not apply transaction `req`.
+    fn tx_give_up(&mut self, epoch: u64, h: &HomeTx, req: u64) {
+        let Some(i) = self.cluster.owner_index(&var_object(&h.namespace, b"")) else {
+            return;
+        };
+        let owner = self.cluster.epoch.leaders[i].clone();
+        let ack = PeerMsg::TxAck {
+            epoch,
+            namespace: h.namespace.clone(),
+            req,
+            ok: false,
+        };
+        self.send(To::Agent(&owner), ack);
+    }
+
+    /// The connection closed: its transactions are given up.
+    pub(crate) fn home_tx_closed(&mut self, client: ClientId) {
+        let epoch = self.cluster.epoch.number;
+        self.cluster.home.txs.waiting.remove(&client);
+        if let Some(req) = self.cluster.home.txs.of_client(client) {
+            let h = self
+                .cluster
+                .home
+                .txs
+                .inflight
+                .remove(&req)
+                .expect("in flight");
+            if h.sent.is_some_and(|s| s.0 == epoch) {
+                self.tx_give_up(epoch, &h, req);
+            }
+        }
+    }
+
+    fn has_var(&self, id: TicketId) -> bool {
+        self.clients.values().any(|c| {
+            c.tickets
+                .get(&id)
+                .is_some_and(|n| split_var_object(n).is_some())
+        })
+    }
+
+    /// Takes holding `id` of `client` out of the table without telling its
+    /// owner (the owner drops it when this agent acknowledges).
+    fn forget_var(&mut self, client: ClientId, id: TicketId) {
+        let Some(name) = self
+            .clients
+            .get_mut(&client)
+            .and_then(|c| c.tickets.remove(&id))
+        else {
+            return;
+        };
+        self.table.remove(&name, id);
+    }
+
+    fn renew_var(&mut self, client: ClientId, id: TicketId, lease_end: crate::time::Time) {
+        let Some(name) = self
+            .clients
+            .get(&client)
+            .and_then(|c| c.tickets.get(&id))
+            .cloned()
+        else {
+            return;
+        };
+        let fence = self.table.objects.get(&name).and_then(|o| {
+            o.position(id).and_then(|p| match o.tickets[p].state {
+                State::Held { fence, .. } => Some(fence),
+                _ => None,
+            })
+        });
+        if let Some(fence) = fence {
+            self.table
+                .set_state(&name, id, State::Held { fence, lease_end });
+        }
+    }
+}
+
+impl Core {
+    /// Tells the holder of `t`, taken from it, that it is gone: `UNLOCKED
+    /// error=lost` for a lock; for a transaction's variable, once per
+    /// connection and namespace (`told`), an unsolicited
+    /// `TRANSACTIONFAILED namespace=NS;failed=0;error=unavailable`
+    /// without a tag (snaplock(7), TRANSACTIONS).
+    pub(crate) fn tell_lost(
+        &mut self,
+        name: &ObjectName,
+        t: &Ticket,
+        why: &str,
+        told: &mut std::collections::BTreeSet<(ClientId, Vec<u8>)>,
+    ) {
+        let Some(owner) = t.owner else { return };
+        match split_var_object(name) {
+            None => self.reply(owner, replies::unlocked(name, t.tag, Some("lost"))),
+            Some((ns, _)) => {
+                if told.insert((owner, ns.to_vec())) {
+                    let why = TxRefusal::new(
+                        0,
+                        TxError::Unavailable,
+                        format!(
+                            "revoked: this connection's variables in this namespace are gone: {why}"
+                        ),
+                    );
+                    self.reply(owner, replies::transaction_failed(ns, None, &why));
+                }
+            }
+        }
+    }
+}
