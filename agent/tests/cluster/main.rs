@@ -10,6 +10,7 @@ mod common;
 mod harness;
 mod silence;
 mod status;
+mod transactions;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
