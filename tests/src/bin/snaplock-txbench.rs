@@ -3,9 +3,12 @@
 //! memory per live transaction variable.
 //!
 //! ```text
-//! snaplock-txbench --socket PATH rate --clients N [--secs S] [--shared]
+//! snaplock-txbench --socket PATH[,PATH...] rate --clients N [--secs S] [--shared]
 //! snaplock-txbench --socket PATH memory [--vars N]
 //! ```
+//!
+//! With several sockets (the agents of a cluster), client `c` connects to
+//! the `c % n`-th.
 //!
 //! `rate`: N threads, one connection each, closed loop (each sends one
 //! request and blocks reading its reply before the next), for S seconds
@@ -69,7 +72,7 @@ impl Conn {
 /// Runs `op` in a closed loop on `clients` connections for `secs`;
 /// returns the operations done and the seconds taken.
 fn closed_loop(
-    socket: &Path,
+    sockets: &[PathBuf],
     clients: usize,
     secs: f64,
     op: fn(&mut Conn, usize, u64, bool) -> Result<(), String>,
@@ -79,7 +82,7 @@ fn closed_loop(
     let end = start + Duration::from_secs_f64(secs);
     let handles: Vec<_> = (0..clients)
         .map(|c| {
-            let socket = socket.to_path_buf();
+            let socket = sockets[c % sockets.len()].clone();
             std::thread::spawn(move || -> Result<u64, String> {
                 let mut conn = Conn::open(&socket)?;
                 let mut done = 0u64;
@@ -126,16 +129,17 @@ fn lock_unlock(conn: &mut Conn, c: usize, _k: u64, _shared: bool) -> Result<(), 
     Ok(())
 }
 
-fn rate(socket: &Path, clients: usize, secs: f64, shared: bool) -> Result<(), String> {
-    let (txs, t) = closed_loop(socket, clients, secs, transaction, shared)?;
+fn rate(sockets: &[PathBuf], clients: usize, secs: f64, shared: bool) -> Result<(), String> {
+    let (txs, t) = closed_loop(sockets, clients, secs, transaction, shared)?;
+    let agents = sockets.len();
     println!(
-        "{{\"measure\":\"transaction\",\"statements\":3,\"clients\":{clients},\"namespaces\":\"{}\",\"committed\":{txs},\"secs\":{t:.2},\"per_s\":{:.0}}}",
+        "{{\"measure\":\"transaction\",\"statements\":3,\"agents\":{agents},\"clients\":{clients},\"namespaces\":\"{}\",\"committed\":{txs},\"secs\":{t:.2},\"per_s\":{:.0}}}",
         if shared { "shared" } else { "one per client" },
         txs as f64 / t
     );
-    let (pairs, t) = closed_loop(socket, clients, secs, lock_unlock, false)?;
+    let (pairs, t) = closed_loop(sockets, clients, secs, lock_unlock, false)?;
     println!(
-        "{{\"measure\":\"lock+unlock\",\"clients\":{clients},\"pairs\":{pairs},\"secs\":{t:.2},\"per_s\":{:.0}}}",
+        "{{\"measure\":\"lock+unlock\",\"agents\":{agents},\"clients\":{clients},\"pairs\":{pairs},\"secs\":{t:.2},\"per_s\":{:.0}}}",
         pairs as f64 / t
     );
     Ok(())
@@ -175,14 +179,14 @@ fn memory(socket: &Path, vars: usize) -> Result<(), String> {
 }
 
 fn run() -> Result<(), String> {
-    let mut socket = PathBuf::new();
+    let mut sockets: Vec<PathBuf> = Vec::new();
     let (mut clients, mut secs, mut shared, mut vars) = (1usize, 5.0f64, false, 100_000usize);
     let mut command = String::new();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {
-            "--socket" => socket = PathBuf::from(value()?),
+            "--socket" => sockets = value()?.split(',').map(PathBuf::from).collect(),
             "--clients" => clients = value()?.parse().map_err(|e| format!("--clients: {e}"))?,
             "--secs" => secs = value()?.parse().map_err(|e| format!("--secs: {e}"))?,
             "--vars" => vars = value()?.parse().map_err(|e| format!("--vars: {e}"))?,
@@ -191,9 +195,12 @@ fn run() -> Result<(), String> {
             other => return Err(format!("unknown argument {other}")),
         }
     }
+    if sockets.is_empty() {
+        return Err("--socket is required".into());
+    }
     match command.as_str() {
-        "rate" if clients > 0 => rate(&socket, clients, secs, shared),
-        "memory" => memory(&socket, vars),
+        "rate" if clients > 0 => rate(&sockets, clients, secs, shared),
+        "memory" => memory(&sockets[0], vars),
         _ => Err("usage: snaplock-txbench --socket PATH rate --clients N [--secs S] [--shared] | memory [--vars N]".into()),
     }
 }
