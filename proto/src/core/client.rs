@@ -512,15 +512,25 @@ impl Core {
             msg.set("waiting_for", list.join(","));
         }
         self.trust_info(now, &mut msg);
+        // In a cluster, this agent's sessions' variables are tickets of its
+        // table, on objects that start with NUL (so first in order): they
+        // are counted as variables, not as locks.
+        let (var_objects, var_tickets) = self
+            .table
+            .objects
+            .iter()
+            .take_while(|(n, _)| n.first() == Some(&crate::vocab::VAR_OBJECT))
+            .fold((0, 0), |(o, t), (_, obj)| (o + 1, t + obj.tickets.len()));
         for (k, v) in [
             ("connected", connected as u64),
             ("cluster_size", size as u64),
             ("quorum", quorum as u64),
             ("epoch", epoch),
             ("clients", s.clients as u64),
-            ("objects", s.objects as u64),
-            ("tickets", s.tickets as u64),
+            ("objects", (s.objects - var_objects) as u64),
+            ("tickets", (s.tickets - var_tickets) as u64),
             ("grants", s.grants),
+            ("variables", (self.space.held() + var_tickets) as u64),
         ] {
             msg.set_u64(k, v);
         }

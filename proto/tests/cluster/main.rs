@@ -593,6 +593,11 @@ fn a_connection_holds_variables_and_locks_and_no_lock_names_a_variable() {
     let got = net.wait_reply(c, Duration::from_secs(1)).expect("refused");
     assert_eq!(got.command, "LOCKFAILED", "{got}");
     assert_eq!(got.get_str("error"), Some("invalid"), "{got}");
+    // INFO counts it as a variable, not as a lock.
+    let info = net.info(1);
+    assert_eq!(info.get_str("variables"), Some("1"), "{info}");
+    assert_eq!(info.get_str("tickets"), Some("1"), "{info}");
+    assert_eq!(info.get_str("objects"), Some("1"), "{info}");
     // Nor does the ticket list show variables.
     net.send(c, "LISTTICKETS");
     let got = net.wait_reply(c, Duration::from_secs(1)).expect("list");
