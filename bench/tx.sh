@@ -5,6 +5,11 @@
 #   bench/tx.sh                       1, 16, 64 clients; one namespace per client, then one shared
 #   CLIENTS="16" SECS=3 bench/tx.sh
 #
+# Then, on each cluster size, the memory of VARS live variables (default
+# 10000, the most one connection may hold) set by one connection: the
+# agents' VmRSS, all of them together, before and after (a cluster keeps each variable at its home, its owner
+# and the follower that voted).
+#
 # Environment (defaults in brackets): CLIENTS ["1 16 64"]  SECS [5]  AGENTS ["1 3"]
 #   PORT_BASE [15000]  OUT [bench/results/tx-<UTC time>.jsonl]
 #
@@ -61,6 +66,13 @@ for n in $AGENTS; do
             target/release/snaplock-txbench --socket "$socks" rate --clients "$c" --secs "$SECS" "${flag[@]}" | tee -a "$OUT"
         done
     done
+    rss() { local p t=0; for p in "${pids[@]}"; do t=$((t + $(awk '/^VmRSS/ {print $2}' /proc/"$p"/status))); done; echo "$t"; }
+    before=$(rss)
+    target/release/snaplock-txbench --socket "${socks%%,*}" memory --vars "${VARS:-10000}" >/dev/null
+    sleep 1
+    after=$(rss)
+    printf '{"measure":"memory","agents":%s,"variables":%s,"rss_before_kib":%s,"rss_after_kib":%s,"bytes_per_variable":%s}\n' \
+        "$n" "${VARS:-10000}" "$before" "$after" "$(( (after - before) * 1024 / ${VARS:-10000} ))" | tee -a "$OUT"
     stop
     rm -f "$dir"/*.sock
 done

@@ -19,9 +19,9 @@
 //! lock+unlock is `LOCK` of a name of the client's own, then `UNLOCK`: two
 //! round trips. Prints one JSON line per measure.
 //!
-//! `memory`: one connection sets N variables (default 100000) in
-//! transactions of 32 `set`s, 5000 per pid (each pid is a session, under
-//! the bound of 10000 per session), and reads the agent's `VmRSS` (the pid
+//! `memory`: one connection sets N variables (default and most 10000: a
+//! connection's bound, all its sessions together) in transactions of 32
+//! `set`s, 5000 per pid, and reads the agent's `VmRSS` (the pid
 //! `SO_PEERCRED` names) before and after.
 
 #![allow(clippy::disallowed_methods, reason = "a load tool: it times itself")]
@@ -180,7 +180,7 @@ fn memory(socket: &Path, vars: usize) -> Result<(), String> {
 
 fn run() -> Result<(), String> {
     let mut sockets: Vec<PathBuf> = Vec::new();
-    let (mut clients, mut secs, mut shared, mut vars) = (1usize, 5.0f64, false, 100_000usize);
+    let (mut clients, mut secs, mut shared, mut vars) = (1usize, 5.0f64, false, 10_000usize);
     let mut command = String::new();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
