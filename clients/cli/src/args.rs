@@ -50,16 +50,27 @@ Commands:
                             exit status on conflict or timeout (0 to 255;
                             default 1; -n -E 0 skips quietly when taken)
   tx -N NS [-d SECS] [-p PID] STATEMENT...
+  tx -N NS [-d SECS] [-p PID] STATEMENT... -- COMMAND [ARGS...]
+  tx -N NS [-d SECS] [-p PID] -c SHELL-COMMAND STATEMENT...
       Send one lock transaction on namespace NS (snaplock(7), TRANSACTIONS):
       STATEMENT is s1, s2, ... in order (at most 32), for example
-      'assert not exists A/B' 'assert set A/C dup'. Print \"fence: F\" and
-      \"results: 1,0,...\" and exit 0 when it committed; exit 1 when an assert
-      was false, printing that statement. The variables it sets belong to
-      snaplock-cli's connection, and vanish when it exits.
+      'assert not exists A/B' 'assert set A/C dup'. Without COMMAND: print
+      \"fence: F\" and \"results: 1,0,...\" and exit 0 when it committed; exit
+      1 when an assert was false, printing that statement. The variables it
+      sets belong to snaplock-cli's connection, and vanish when it exits.
+      With COMMAND: when it committed, run COMMAND while holding the
+      variables it set, renewed every SECS/3, as lock runs its command
+      (same process group, signals, stop and exit 75 if they are lost), with
+      SNAPLOCK_TX_NAMESPACE, SNAPLOCK_TX_FENCE and SNAPLOCK_TX_RESULTS in its
+      environment; they vanish when it exits, and so does snaplock-cli, with
+      its status. When the transaction fails, COMMAND does not run.
       -N, --namespace NS    the namespace
-      -d, --duration SECS   how long the variables it sets live (1 to 604800;
+      -d, --duration SECS   how long the variables it sets live, and with
+                            COMMAND the renewal period times 3 (1 to 604800;
                             default 60)
       -p, --pid PID         the session's pid (default: none)
+      -c, --command SHELL-COMMAND
+                            run SHELL-COMMAND with sh -c
   status
       Print \"ready\" and exit 0 when the agent can grant locks now, else
       print \"not ready\" and exit 1.
@@ -83,9 +94,10 @@ Options:
   -V, --version             print the version and exit
 
 Exit status:
-  0       success; for lock, the status of COMMAND
+  0       success; for lock and tx with COMMAND, the status of COMMAND
   1       lock: conflict (-n) or timeout (-w), unless -E says otherwise;
-          status: the agent is not ready; tx: an assert was false
+          status: the agent is not ready; tx: an assert was false (COMMAND
+          did not run)
   64      usage error
   69      agent unavailable: cannot connect, no reply in time, connection
           closed, or LOCKFAILED error=unavailable (no leaders, no quorum,
@@ -95,10 +107,12 @@ Exit status:
   70      protocol or unexpected error: LOCKFAILED error=invalid, overflow,
           denied or duplicate (TRANSACTIONFAILED error=invalid or overflow),
           an unexpected or unreadable reply
-  75      lock: the lock was lost while COMMAND ran (COMMAND was stopped)
-  126     lock: COMMAND cannot be executed
-  127     lock: COMMAND not found
-  128+N   lock: COMMAND was killed by signal N
+  75      lock: the lock was lost while COMMAND ran (COMMAND was stopped);
+          tx: the variables were lost while COMMAND ran (a renewal failed,
+          or the agent revoked them; COMMAND was stopped)
+  126     lock, tx: COMMAND cannot be executed
+  127     lock, tx: COMMAND not found
+  128+N   lock, tx: COMMAND was killed by signal N
 ";
 
 /// Longest wait and lease the agent accepts (7 days, snaplock(7)).
@@ -142,7 +156,8 @@ pub enum Action {
     Tx(TxArgs),
 }
 
-/// `tx -N NS [-d SECS] [-p PID] STATEMENT...`.
+/// `tx -N NS [-d SECS] [-p PID] STATEMENT... [-- COMMAND [ARGS...]]`, or
+/// `tx ... -c SHELL-COMMAND STATEMENT...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxArgs {
     /// `-N`: the namespace.
@@ -154,6 +169,9 @@ pub struct TxArgs {
     pub pid: Option<u64>,
     /// The statements, `s1` first (never empty, at most 32).
     pub statements: Vec<Vec<u8>>,
+    /// The command to run while holding the variables, with its
+    /// arguments (never empty when given).
+    pub command: Option<Vec<OsString>>,
 }
 
 /// Most statements in one transaction (snaplock(7)).
@@ -294,6 +312,12 @@ pub fn tx_opts() -> Options {
         "SECS",
     );
     opts.optopt("p", "pid", "the session's pid", "PID");
+    opts.optopt(
+        "c",
+        "command",
+        "run SHELL-COMMAND with sh -c",
+        "SHELL-COMMAND",
+    );
     opts.optflag("h", "help", "print the help and exit");
     opts
 }
@@ -384,9 +408,38 @@ fn parse_tx(args: &[OsString]) -> Result<Action, UsageError> {
             _ => return Err(usage(format!("-p: '{v}' is not a positive integer"))),
         },
     };
+    // getopts takes the `--` that ends the options; one `--` ends them
+    // either way, and then the statements come.
+    let took_dashes = args.len() > rest.len() && args[args.len() - rest.len() - 1] == "--";
     let rest = match rest.split_first() {
-        Some((dashes, tail)) if dashes == "--" => tail,
+        Some((dashes, tail)) if dashes == "--" && !took_dashes => tail,
         _ => rest,
+    };
+    // No statement is `--`: the next one ends the statements.
+    let (rest, command) = match rest.iter().position(|a| a == "--") {
+        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        None => (rest, None),
+    };
+    // `-c SHELL-COMMAND` before the statements, or after them as lock
+    // takes it after NAME.
+    let mut shell = m.opt_str("command").map(OsString::from);
+    let mut rest = rest;
+    if let [head @ .., flag, line] = rest {
+        if shell.is_none() && command.is_none() && (flag == "-c" || flag == "--command") {
+            shell = Some(line.clone());
+            rest = head;
+        }
+    }
+    let command = match (shell, command) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "tx: give either -c SHELL-COMMAND or -- COMMAND, not both",
+            ));
+        }
+        (Some(line), None) => Some(vec!["sh".into(), "-c".into(), line]),
+        (None, Some([])) => return Err(usage("tx: missing COMMAND after --")),
+        (None, Some(command)) => Some(command.to_vec()),
+        (None, None) => None,
     };
     if rest.is_empty() {
         return Err(usage("tx: missing STATEMENT"));
@@ -403,6 +456,7 @@ fn parse_tx(args: &[OsString]) -> Result<Action, UsageError> {
         duration,
         pid,
         statements,
+        command,
     }))
 }
 

@@ -391,3 +391,51 @@ fn tx_refuses_what_the_agent_would_refuse_anyway() {
     line.extend(many.iter().map(String::as_str));
     assert!(usage_error(&line).contains("at most 32"));
 }
+
+#[test]
+fn tx_takes_a_command_after_the_statements_and_a_double_dash() {
+    let t = tx(&["tx", "-N", "n", "exists A", "set B", "--", "sh", "-c", "x"]);
+    assert_eq!(t.statements, [b"exists A".to_vec(), b"set B".to_vec()]);
+    assert_eq!(t.command, Some(os(&["sh", "-c", "x"])));
+    // A `--` that ends the options is not the one before COMMAND; the
+    // command keeps its own options and double dashes.
+    let t = tx(&[
+        "tx", "-N", "n", "-d", "2", "--", "exists A", "--", "ls", "-l", "--", "x",
+    ]);
+    assert_eq!(t.statements, [b"exists A".to_vec()]);
+    assert_eq!(t.command, Some(os(&["ls", "-l", "--", "x"])));
+    assert_eq!(t.duration, Some(Duration::from_secs(2)));
+    // Without `--`, there is no command: tx prints the outcome.
+    assert_eq!(tx(&["tx", "-N", "n", "exists A"]).command, None);
+}
+
+#[test]
+fn tx_takes_a_shell_command_before_or_after_the_statements() {
+    let want = Some(os(&["sh", "-c", "echo $SNAPLOCK_TX_FENCE"]));
+    let before = tx(&["tx", "-N", "n", "-c", "echo $SNAPLOCK_TX_FENCE", "set A"]);
+    assert_eq!(before.command, want);
+    assert_eq!(before.statements, [b"set A".to_vec()]);
+    let after = tx(&["tx", "-N", "n", "set A", "-c", "echo $SNAPLOCK_TX_FENCE"]);
+    assert_eq!(after, before);
+}
+
+#[test]
+fn tx_refuses_a_missing_or_doubled_command() {
+    for (args, needle) in [
+        (&["tx", "-N", "n", "exists A", "--"][..], "missing COMMAND"),
+        (&["tx", "-N", "n", "--", "--", "true"], "missing STATEMENT"),
+        (
+            &["tx", "-N", "n", "-c", "true", "set A", "--", "ls"],
+            "not both",
+        ),
+        (&["tx", "-N", "n", "-c", "true"], "missing STATEMENT"),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let many: Vec<String> = (0..33).map(|_| "exists A".to_owned()).collect();
+    let mut line = vec!["tx", "-N", "n"];
+    line.extend(many.iter().map(String::as_str));
+    line.extend(["--", "true"]);
+    assert!(usage_error(&line).contains("at most 32"));
+}

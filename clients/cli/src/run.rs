@@ -1,5 +1,7 @@
 //! `lock NAME COMMAND`: lock, run, renew, unlock, like flock(1), but for a
-//! lease that must never be outlived.
+//! lease that must never be outlived. The supervision is [`supervise`],
+//! shared with `tx ... -- COMMAND` ([`tx`](crate::tx)): what is held, a
+//! lock or the variables of a transaction, is a [`Held`].
 //!
 //! ```text
 //!   LOCK ──LOCKED──▶ Holding ──group ended──▶ UNLOCK, exit with the command's status
@@ -20,6 +22,7 @@
 //! other signals are forwarded) and on the agent's socket, with a timeout
 //! for the next renewal or stop deadline.
 
+use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -71,6 +74,70 @@ pub fn lease_end(date_left: i128, sent: Instant, received: Instant, lease: Durat
     by_date.map_or(earliest, |t| t.clamp(earliest, latest))
 }
 
+/// What a command runs under: how it is renewed, how its loss shows, how
+/// it is given back.
+pub trait Held {
+    /// How it is named in messages, such as `lock "x"`.
+    fn name(&self) -> &str;
+    /// The request that renews it for the lease again, tagged `tag`.
+    fn renewal(&self, tag: i64) -> Message;
+    /// Reads the reply to a renewal: the microseconds from now to the new
+    /// end of the lease by the agent's date, when the reply has one (else
+    /// the lease counts from when the renewal was sent); or why it is lost.
+    fn renewed(&self, reply: &Message) -> Result<Option<i128>, String>;
+    /// Why a message the agent sent unasked means it is gone, if it does.
+    fn lost_by(&self, msg: &Message) -> Option<String>;
+    /// Gives it back explicitly once the command ended; closing the
+    /// connection gives it back anyway.
+    fn release(&self, client: &mut Client);
+}
+
+/// A lock held by `lock`.
+struct HeldLock<'a> {
+    object: &'a [u8],
+    display: String,
+    fence: u64,
+    lease: Duration,
+}
+
+impl Held for HeldLock<'_> {
+    fn name(&self) -> &str {
+        &self.display
+    }
+
+    fn renewal(&self, tag: i64) -> Message {
+        extend_message(self.object, self.lease, tag, None)
+    }
+
+    fn renewed(&self, reply: &Message) -> Result<Option<i128>, String> {
+        match Grant::from_reply(reply) {
+            Ok(grant) if grant.fence == self.fence => {
+                Ok(Some(grant.timeout_date.micros_since(clock::wall())))
+            }
+            Ok(_) => Err("the agent renewed the lease with another fence".to_owned()),
+            Err(e) => Err(format!("lease renewal: {e}")),
+        }
+    }
+
+    fn lost_by(&self, msg: &Message) -> Option<String> {
+        let about_ours = msg.get("object_name") == Some(self.object);
+        match msg.command.as_str() {
+            "UNLOCKED" | "LOCKFAILED" if about_ours => {
+                let error = msg.get_str("error").unwrap_or("released");
+                Some(format!("the agent says {} ({error})", msg.command))
+            }
+            _ => None,
+        }
+    }
+
+    fn release(&self, client: &mut Client) {
+        // Closing the connection releases the lock anyway; the UNLOCK only
+        // makes it explicit, so it does not wait long.
+        client.set_reply_timeout(Duration::from_secs(1));
+        let _ = client.unlock(self.object);
+    }
+}
+
 /// Locks, runs the command, and returns the exit status.
 pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     let opts = LockOptions {
@@ -113,7 +180,37 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     };
     let received = clock::monotonic();
     let date_left = grant.timeout_date.micros_since(clock::wall());
+    let fence = grant.fence.to_string();
+    let date = grant.timeout_date.to_wire();
+    let vars = [
+        ("SNAPLOCK_OBJECT", grant.object.as_slice()),
+        ("SNAPLOCK_FENCE", fence.as_bytes()),
+        ("SNAPLOCK_TIMEOUT_DATE", date.as_bytes()),
+    ];
+    let held = HeldLock {
+        object: &args.name,
+        display: format!("lock \"{name}\""),
+        fence: grant.fence,
+        lease: args.lease,
+    };
+    let end = lease_end(date_left, sent, received, args.lease);
+    supervise(client, &held, args.lease, end, &args.command, &vars)
+}
 
+/// Runs `command` with `vars` added to its environment while `held` is
+/// held, renewing it so that its lease, which ends at `lease_end` now,
+/// ends `lease` after each renewal; returns the exit status: the
+/// command's, or [`exit::LOST`] when `held` was lost and the command
+/// stopped. What is held is given back (`Held::release`) when the command
+/// ends or cannot start.
+pub fn supervise(
+    client: &mut Client,
+    held: &dyn Held,
+    lease: Duration,
+    lease_end: Instant,
+    command: &[OsString],
+    vars: &[(&str, &[u8])],
+) -> u8 {
     // Block the signals before the command exists, so none is missed; the
     // command itself starts with an empty mask (see `spawn`).
     let mut mask = SigSet::empty();
@@ -137,41 +234,30 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
             return exit::SOFTWARE;
         }
     };
-    let fence = grant.fence.to_string();
-    let date = grant.timeout_date.to_wire();
-    let vars = [
-        ("SNAPLOCK_OBJECT", grant.object.as_slice()),
-        ("SNAPLOCK_FENCE", fence.as_bytes()),
-        ("SNAPLOCK_TIMEOUT_DATE", date.as_bytes()),
-    ];
-    let command = match guard::start(&args.command, &vars) {
-        Ok(command) => command,
+    let started = match guard::start(command, vars) {
+        Ok(started) => started,
         Err(e) => {
             let e = std::io::Error::from(e);
-            let program = spawn::program_name(&args.command);
+            let program = spawn::program_name(command);
             eprintln!("snaplock-cli: error: cannot run {program}: {e}");
-            let _ = client.unlock(&args.name);
+            held.release(client);
             return exit::of_spawn_error(&e);
         }
     };
-    let lease_end = lease_end(date_left, sent, received, args.lease);
+    let now = clock::monotonic();
     let mut sup = Supervisor {
         client,
-        name: &args.name,
-        display: name,
-        lease: args.lease,
-        fence: grant.fence,
-        command,
+        held,
+        lease,
+        command: started,
         signals,
         lease_end,
-        next_renew: lease_end
-            .checked_sub(args.lease * 2 / 3)
-            .unwrap_or(received),
+        next_renew: lease_end.checked_sub(lease * 2 / 3).unwrap_or(now),
         pending: None,
         vouched: None,
         span: Duration::ZERO,
         alive: None,
-        next_alive: received,
+        next_alive: now,
         socket_open: true,
         phase: Phase::Holding,
     };
@@ -189,17 +275,15 @@ enum Phase {
 
 struct Supervisor<'a> {
     client: &'a mut Client,
-    name: &'a [u8],
-    display: String,
+    held: &'a dyn Held,
     lease: Duration,
-    fence: u64,
     /// The command, its process group and its guard (the child to reap).
     command: Guarded,
     signals: SignalFd,
     /// When the lease ends, at the earliest.
     lease_end: Instant,
     next_renew: Instant,
-    /// The EXTEND in flight: its tag and when it was sent.
+    /// The renewal in flight: its tag and when it was sent.
     pending: Option<(i64, Instant)>,
     /// In a cluster: until when the agent vouches for its locks (its
     /// `valid_for` answer to ALIVE, counted from when ALIVE was sent) and
@@ -347,10 +431,7 @@ impl Supervisor<'_> {
             }
             Phase::Holding if self.pending.is_none() && now >= self.next_renew => {
                 let tag = self.client.new_tag();
-                match self
-                    .client
-                    .send(&extend_message(self.name, self.lease, tag, None))
-                {
+                match self.client.send(&self.held.renewal(tag)) {
                     Ok(()) => self.pending = Some((tag, now)),
                     Err(e) => {
                         self.socket_open = false;
@@ -436,14 +517,12 @@ impl Supervisor<'_> {
             if tag == Some(want) {
                 self.pending = None;
                 let received = clock::monotonic();
-                return match Grant::from_reply(msg) {
-                    Ok(grant) if grant.fence == self.fence => {
-                        let left = grant.timeout_date.micros_since(clock::wall());
-                        self.renewed(left, sent, received);
+                return match self.held.renewed(msg) {
+                    Ok(date_left) => {
+                        self.renewed(date_left, sent, received);
                         None
                     }
-                    Ok(_) => Some("the agent renewed the lease with another fence".to_owned()),
-                    Err(e) => Some(format!("lease renewal: {e}")),
+                    Err(why) => Some(why),
                 };
             }
         }
@@ -466,33 +545,31 @@ impl Supervisor<'_> {
             }
             return None;
         }
-        let about_ours = msg.get("object_name") == Some(self.name);
-        match msg.command.as_str() {
-            "UNLOCKED" | "LOCKFAILED" if about_ours => {
-                let error = msg.get_str("error").unwrap_or("released");
-                Some(format!("the agent says {} ({error})", msg.command))
-            }
-            _ => None,
-        }
+        self.held.lost_by(msg)
     }
 
-    fn renewed(&mut self, date_left: i128, sent: Instant, received: Instant) {
-        self.lease_end = lease_end(date_left, sent, received, self.lease);
+    /// A renewal sent at `sent` was confirmed at `received`; `date_left` as
+    /// [`Held::renewed`] gives it.
+    fn renewed(&mut self, date_left: Option<i128>, sent: Instant, received: Instant) {
+        self.lease_end = match date_left {
+            Some(left) => lease_end(left, sent, received, self.lease),
+            None => sent + self.lease,
+        };
         self.next_renew = self
             .lease_end
             .checked_sub(self.lease * 2 / 3)
             .unwrap_or(received);
     }
 
-    /// The lock is gone: SIGTERM now to the command's whole process group,
+    /// What was held is gone: SIGTERM now to the command's whole process group,
     /// SIGKILL after the grace.
     fn lose(&mut self, why: &str) {
         if !matches!(self.phase, Phase::Holding) {
             return;
         }
         eprintln!(
-            "snaplock-cli: error: lock \"{}\" lost: {why}; stopping the command",
-            self.display
+            "snaplock-cli: error: {} lost: {why}; stopping the command",
+            self.held.name()
         );
         let now = clock::monotonic();
         let kill_at = (now + self.grace_now()).min(self.hard_end());
@@ -530,10 +607,7 @@ impl Supervisor<'_> {
         match self.phase {
             Phase::Holding => {
                 if self.socket_open {
-                    // Closing the connection releases the lock anyway; the
-                    // UNLOCK only makes it explicit, so it does not wait long.
-                    self.client.set_reply_timeout(Duration::from_secs(1));
-                    let _ = self.client.unlock(self.name);
+                    self.held.release(self.client);
                 }
                 exit::of_status(ended)
             }
