@@ -4,11 +4,11 @@
 #      pinned cbindgen is installed; INSTALL_CBINDGEN=1 installs it first);
 #   2. the release build gives libsnaplock.so (soname libsnaplock.so.1),
 #      libsnaplock.a, and exports every function the header declares;
-#   3. examples/example.c compiles with -std=c99 -Wall -Wextra -Werror
-#      against the committed header, once linked with the shared library
-#      and once with the static one, through a staged install tree and its
-#      snaplock.pc;
-#   4. both programs run against a real snaplockd on a temporary socket.
+#   3. examples/example.c and examples/transaction.c compile with -std=c99
+#      -Wall -Wextra -Werror against the committed header, once linked
+#      with the shared library and once with the static one, through a
+#      staged install tree and its snaplock.pc;
+#   4. all four programs run against a real snaplockd on a temporary socket.
 # Exits non-zero, saying what failed, on any failure.
 
 set -eu
@@ -117,22 +117,24 @@ got=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion snaplock) \
 [ "$got" = "$version" ] || fail "snaplock.pc says version $got, not $version"
 
 CFLAGS="-std=c99 -Wall -Wextra -Werror -I $here/include"
-step "cc $CFLAGS example.c (shared)"
-# shellcheck disable=SC2046,SC2086 # word splitting is wanted
-cc $CFLAGS "$here/examples/example.c" -o "$tmp/example-shared" \
-    $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --libs snaplock) \
-    || fail "compiling examples/example.c against libsnaplock.so"
-step "cc $CFLAGS example.c (static)"
-# shellcheck disable=SC2046,SC2086
-cc $CFLAGS "$here/examples/example.c" -o "$tmp/example-static" \
-    $(PKG_CONFIG_PATH=$tmp/static/pkgconfig pkg-config --static --libs snaplock) \
-    || fail "compiling examples/example.c against libsnaplock.a"
-if command -v readelf >/dev/null 2>&1; then
-    readelf -d "$tmp/example-shared" | grep -q 'NEEDED.*\[libsnaplock\.so\.1\]' \
-        || fail "the shared example does not need libsnaplock.so.1"
-    readelf -d "$tmp/example-static" | grep -q 'NEEDED.*libsnaplock' \
-        && fail "the static example still needs a libsnaplock shared library"
-fi
+for example in example transaction; do
+    step "cc $CFLAGS $example.c (shared)"
+    # shellcheck disable=SC2046,SC2086 # word splitting is wanted
+    cc $CFLAGS "$here/examples/$example.c" -o "$tmp/$example-shared" \
+        $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --libs snaplock) \
+        || fail "compiling examples/$example.c against libsnaplock.so"
+    step "cc $CFLAGS $example.c (static)"
+    # shellcheck disable=SC2046,SC2086
+    cc $CFLAGS "$here/examples/$example.c" -o "$tmp/$example-static" \
+        $(PKG_CONFIG_PATH=$tmp/static/pkgconfig pkg-config --static --libs snaplock) \
+        || fail "compiling examples/$example.c against libsnaplock.a"
+    if command -v readelf >/dev/null 2>&1; then
+        readelf -d "$tmp/$example-shared" | grep -q 'NEEDED.*\[libsnaplock\.so\.1\]' \
+            || fail "the shared $example does not need libsnaplock.so.1"
+        readelf -d "$tmp/$example-static" | grep -q 'NEEDED.*libsnaplock' \
+            && fail "the static $example still needs a libsnaplock shared library"
+    fi
+done
 
 # 4. Against a real agent.
 "$release/snaplockd" --socket "$tmp/s.sock" --log-level warn </dev/null &
@@ -144,19 +146,24 @@ while [ ! -S "$tmp/s.sock" ]; do
     sleep 0.1
     i=$((i + 1))
 done
-for kind in shared static; do
-    step "running the $kind example against snaplockd"
-    rc=0
-    LD_LIBRARY_PATH=$prefix/lib timeout 30 "$tmp/example-$kind" "$tmp/s.sock" \
-        >"$tmp/out-$kind" 2>&1 || rc=$?
-    if [ $rc -ne 0 ]; then
-        cat "$tmp/out-$kind" >&2
-        fail "the $kind example exited with status $rc (124: it ran over 30 s)"
-    fi
-    grep -q '^lease ended$' "$tmp/out-$kind" || {
-        cat "$tmp/out-$kind" >&2
-        fail "the $kind example did not see the lease end"
-    }
+# example: the lease ends; transaction: snaplock(7)'s medical example.
+for run in example:'^lease ended$' transaction:'^review committed$'; do
+    example=${run%%:*}
+    want=${run#*:}
+    for kind in shared static; do
+        step "running the $kind $example against snaplockd"
+        rc=0
+        LD_LIBRARY_PATH=$prefix/lib timeout 30 "$tmp/$example-$kind" "$tmp/s.sock" \
+            >"$tmp/out-$example-$kind" 2>&1 || rc=$?
+        if [ $rc -ne 0 ]; then
+            cat "$tmp/out-$example-$kind" >&2
+            fail "the $kind $example exited with status $rc (124: it ran over 30 s)"
+        fi
+        grep -q "$want" "$tmp/out-$example-$kind" || {
+            cat "$tmp/out-$example-$kind" >&2
+            fail "the $kind $example did not print $want"
+        }
+    done
 done
 stop_agent
 step "all passed"

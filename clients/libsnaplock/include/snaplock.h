@@ -26,6 +26,10 @@
 // The size of `snaplock_event.object_name`: the longest name and its NUL.
 #define SNAPLOCK_OBJECT_NAME_SIZE (SNAPLOCK_OBJECT_NAME_MAX + 1)
 
+// Most statements in one transaction (`s1` to `s32`), and the size of
+// `snaplock_tx_result.results`.
+#define SNAPLOCK_TX_STATEMENTS_MAX 32
+
 // What an event says.
 enum snaplock_event_kind
 #ifdef __cplusplus
@@ -42,6 +46,11 @@ enum snaplock_event_kind
   // Anything else: a late answer to a request that already failed with
   // `SNAPLOCK_RESULT_NO_REPLY`, for instance. Nothing to do.
   SNAPLOCK_EVENT_KIND_OTHER = 3,
+  // The agent dropped the variables this connection's transactions set
+  // in a namespace (a `TRANSACTIONFAILED` nobody asked for, such as
+  // `revoked: ...` when it lost contact with its cluster's leaders):
+  // `object_name` holds the namespace. Stop relying on them at once.
+  SNAPLOCK_EVENT_KIND_REVOKED = 4,
 };
 #ifndef __cplusplus
 typedef uint32_t snaplock_event_kind;
@@ -134,6 +143,10 @@ enum snaplock_result
   // low. Nothing was queued; another agent, or the same one later, may
   // meet it.
   SNAPLOCK_RESULT_UNTRUSTED = 1016,
+  // `snaplock_transaction`: an `assert` of the transaction was false
+  // (`error=failed`); `snaplock_tx_result.failed` says which. Nothing
+  // changed.
+  SNAPLOCK_RESULT_TX_FAILED = 1017,
 };
 #ifndef __cplusplus
 typedef uint32_t snaplock_result;
@@ -160,8 +173,9 @@ typedef struct snaplock_event {
   // The length of `object_name` in bytes, without its NUL (0 when the
   // event names no object).
   size_t object_name_len;
-  // The name of the lock, NUL-terminated. A name can contain a NUL byte
-  // of its own: `object_name_len` is the truth.
+  // The name of the lock (for `SNAPLOCK_EVENT_KIND_REVOKED`, the
+  // namespace), NUL-terminated. A name can contain a NUL byte of its
+  // own: `object_name_len` is the truth.
   char object_name[SNAPLOCK_OBJECT_NAME_SIZE];
 } snaplock_event;
 
@@ -240,6 +254,52 @@ typedef struct snaplock_lock_extra {
   // once with `SNAPLOCK_RESULT_UNTRUSTED`; 0: no minimum.
   uint32_t min_trust_ppm;
 } snaplock_lock_extra;
+
+// The parameters of a transaction beyond its statements. Every field's
+// zero leaves the agent's default: a zeroed struct (`= {0}`) or NULL asks
+// nothing.
+//
+// Thread safety: plain data, copied by `snaplock_transaction`.
+typedef struct snaplock_tx_options {
+  // How long the variables the transaction sets live after it, in
+  // milliseconds, 1000 to 7 days (`duration=`); 0: the agent's default
+  // (60 s). A later transaction that sets them again renews them.
+  uint64_t duration_ms;
+  // The session's pid (`pid=`): with the connection, the session the
+  // variables belong to; 0: none.
+  uint64_t pid;
+  // The agent must have run for at least this many milliseconds
+  // (`min_uptime=`), or the transaction fails with
+  // `SNAPLOCK_RESULT_UNTRUSTED`; 0: no minimum.
+  uint64_t min_uptime_ms;
+  // The agent's trust must be at least this many millionths
+  // (`min_trust=`; 1000000 is a trust of 1), or the transaction fails
+  // with `SNAPLOCK_RESULT_UNTRUSTED`; 0: no minimum.
+  uint32_t min_trust_ppm;
+} snaplock_tx_options;
+
+// What the agent answered to a transaction: its commit, or the statement
+// and the reason it failed.
+//
+// Thread safety: plain data.
+typedef struct snaplock_tx_result {
+  // `SNAPLOCK_RESULT_OK` when it committed, else why it failed: the
+  // result `snaplock_transaction` returned.
+  snaplock_result error;
+  // The commit's fence: greater than that of every earlier commit on
+  // this agent. 0 when it failed.
+  uint64_t fence;
+  // How many values `results` holds: the number of statements when it
+  // committed, 0 when it failed.
+  size_t count;
+  // The value of each statement, `results[0]` for the first: whether
+  // it was true. The rest of the array is false.
+  bool results[SNAPLOCK_TX_STATEMENTS_MAX];
+  // When it failed: the statement at fault, 1 for the first (the
+  // `assert` that was false, for `SNAPLOCK_RESULT_TX_FAILED`), or 0
+  // when the fault is in no statement. 0 when it committed.
+  uint32_t failed;
+} snaplock_tx_result;
 
 #ifdef __cplusplus
 extern "C" {
@@ -448,6 +508,48 @@ snaplock_result snaplock_unlock(struct snaplock_conn *conn, const char *object);
 // The parameter is a `uint32_t`, not the enum, so that any number a C
 // program passes is a valid argument.
 const char *snaplock_result_str(uint32_t result);
+
+// Runs one lock transaction on the namespace `ns`: the `count`
+// statements of `statements` are `s1`, `s2`, ... in order (1 to
+// `SNAPLOCK_TX_STATEMENTS_MAX`), each a NUL-terminated string such as
+// `"assert not exists Month-End/CGROVE-35"` (`snaplock(7)`,
+// TRANSACTIONS). `opts` NULL means a zeroed `snaplock_tx_options`.
+//
+// The variables it sets belong to this connection (and `opts->pid`):
+// they vanish when it is freed, when deleted, or `duration_ms` after the
+// transaction that last set them. Should the agent drop them before
+// (`revoked`), `snaplock_next_event` gives a `SNAPLOCK_EVENT_KIND_REVOKED`
+// event.
+//
+// On `SNAPLOCK_RESULT_OK` it committed: `*result_out` holds the fence and
+// each statement's value. When the agent refused it, nothing changed,
+// and `*result_out` says which statement failed (`failed`) and why
+// (`error`, the result returned): `SNAPLOCK_RESULT_TX_FAILED` (an
+// `assert` was false), `SNAPLOCK_RESULT_INVALID_PARAMETER` (a statement
+// or parameter the agent cannot read; the last error names the column),
+// `SNAPLOCK_RESULT_OVERFLOW`, `SNAPLOCK_RESULT_UNAVAILABLE` (the agent
+// is stopping, or is a member of a cluster), `SNAPLOCK_RESULT_UNTRUSTED`,
+// `SNAPLOCK_RESULT_REFUSED`. Unlike any other call's output,
+// `*result_out` is written on these refusals too. Every other result
+// leaves it untouched: `SNAPLOCK_RESULT_NULL_PARAMETER`, and
+// `SNAPLOCK_RESULT_INVALID_PARAMETER` for an empty namespace or
+// statement, no statement or more than `SNAPLOCK_TX_STATEMENTS_MAX`
+// (refused before anything is sent); `SNAPLOCK_RESULT_NO_REPLY`,
+// `SNAPLOCK_RESULT_CLOSED`, `SNAPLOCK_RESULT_IO`,
+// `SNAPLOCK_RESULT_PROTOCOL`.
+//
+// # Safety
+//
+// `conn` is NULL or a live connection; `ns` NULL or a NUL-terminated
+// string; `statements` NULL or readable for `count` pointers, each NULL
+// or a NUL-terminated string; `opts` NULL or readable; `result_out` NULL
+// or writable.
+snaplock_result snaplock_transaction(struct snaplock_conn *conn,
+                                     const char *ns,
+                                     const char *const *statements,
+                                     size_t count,
+                                     const struct snaplock_tx_options *opts,
+                                     struct snaplock_tx_result *result_out);
 
 #ifdef __cplusplus
 }  // extern "C"

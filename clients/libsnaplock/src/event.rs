@@ -11,6 +11,7 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
+use snaplock_client::tag_of;
 use snaplock_client::wire::Message;
 
 use crate::conn::snaplock_conn;
@@ -36,6 +37,11 @@ pub enum snaplock_event_kind {
     /// Anything else: a late answer to a request that already failed with
     /// `SNAPLOCK_RESULT_NO_REPLY`, for instance. Nothing to do.
     Other = 3,
+    /// The agent dropped the variables this connection's transactions set
+    /// in a namespace (a `TRANSACTIONFAILED` nobody asked for, such as
+    /// `revoked: ...` when it lost contact with its cluster's leaders):
+    /// `object_name` holds the namespace. Stop relying on them at once.
+    Revoked = 4,
 }
 
 /// One event, written by `snaplock_next_event`.
@@ -49,8 +55,9 @@ pub struct snaplock_event {
     /// The length of `object_name` in bytes, without its NUL (0 when the
     /// event names no object).
     pub object_name_len: usize,
-    /// The name of the lock, NUL-terminated. A name can contain a NUL byte
-    /// of its own: `object_name_len` is the truth.
+    /// The name of the lock (for `SNAPLOCK_EVENT_KIND_REVOKED`, the
+    /// namespace), NUL-terminated. A name can contain a NUL byte of its
+    /// own: `object_name_len` is the truth.
     pub object_name: [c_char; SNAPLOCK_OBJECT_NAME_SIZE],
 }
 
@@ -62,9 +69,14 @@ impl snaplock_event {
             // An error word this library does not know still means the lock
             // ended: treating it as lost is the safe reading.
             ("UNLOCKED", Some(_)) => snaplock_event_kind::Lost,
+            ("TRANSACTIONFAILED", _) if tag_of(msg).is_none() => snaplock_event_kind::Revoked,
             _ => snaplock_event_kind::Other,
         };
-        let name = msg.get("object_name").unwrap_or_default();
+        let name = match kind {
+            snaplock_event_kind::Revoked => msg.get("namespace"),
+            _ => msg.get("object_name"),
+        }
+        .unwrap_or_default();
         if name.len() > SNAPLOCK_OBJECT_NAME_MAX {
             return Err(format!(
                 "the agent sent a {} event about an object name of {} bytes, more than {}",
@@ -154,6 +166,21 @@ mod tests {
         assert_eq!(e.kind, snaplock_event_kind::Lost);
         let e = event_of("UNLOCKED error=revoked;object_name=x").expect("event");
         assert_eq!(e.kind, snaplock_event_kind::Lost);
+    }
+
+    #[test]
+    fn an_untagged_transaction_failure_is_a_revocation_of_its_namespace() {
+        let e = event_of(
+            "TRANSACTIONFAILED description=\"revoked: no contact\";error=unavailable;\
+             failed=0;namespace=Clinical",
+        )
+        .expect("event");
+        assert_eq!(e.kind, snaplock_event_kind::Revoked);
+        assert_eq!(name_of(&e), b"Clinical");
+        // A late reply to a transaction is not one.
+        let e = event_of("TRANSACTIONFAILED error=failed;failed=1;namespace=Clinical;tag=4")
+            .expect("event");
+        assert_eq!(e.kind, snaplock_event_kind::Other);
     }
 
     #[test]

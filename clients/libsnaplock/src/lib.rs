@@ -11,6 +11,8 @@
 //!   fixed forever, and a retired number is never reused.
 //! - Outputs (`*_out` parameters) are written only when the function returns
 //!   [`snaplock_result::Ok`]; on any other result they are left untouched.
+//!   The one exception is [`snaplock_transaction`], whose result also says
+//!   which statement failed when the agent refused the transaction.
 //! - Every pointer is checked against NULL before anything else happens:
 //!   a NULL that is not documented as allowed gives
 //!   [`snaplock_result::NullParameter`].
@@ -42,6 +44,7 @@ mod conn;
 mod event;
 mod lock;
 mod result;
+mod tx;
 
 pub use crate::conn::{
     snaplock_conn, snaplock_conn_free, snaplock_conn_last_error, snaplock_connect,
@@ -57,6 +60,9 @@ pub use crate::lock::{
     snaplock_lock_options, snaplock_lock_options_default, snaplock_policy, snaplock_unlock,
 };
 pub use crate::result::{snaplock_result, snaplock_result_str};
+pub use crate::tx::{
+    SNAPLOCK_TX_STATEMENTS_MAX, snaplock_transaction, snaplock_tx_options, snaplock_tx_result,
+};
 
 use std::ffi::c_char;
 

@@ -68,11 +68,15 @@ pub enum snaplock_result {
     /// low. Nothing was queued; another agent, or the same one later, may
     /// meet it.
     Untrusted = 1016,
+    /// `snaplock_transaction`: an `assert` of the transaction was false
+    /// (`error=failed`); `snaplock_tx_result.failed` says which. Nothing
+    /// changed.
+    TxFailed = 1017,
 }
 
 impl snaplock_result {
     /// Every result, for tests and for [`snaplock_result::from_u32`].
-    pub(crate) const ALL: [snaplock_result; 18] = [
+    pub(crate) const ALL: [snaplock_result; 19] = [
         snaplock_result::Ok,
         snaplock_result::NullParameter,
         snaplock_result::InvalidParameter,
@@ -91,6 +95,7 @@ impl snaplock_result {
         snaplock_result::NoReply,
         snaplock_result::Refused,
         snaplock_result::Untrusted,
+        snaplock_result::TxFailed,
     ];
 
     /// The result with this number, if there is one.
@@ -140,6 +145,7 @@ impl snaplock_result {
             snaplock_result::NoReply => c"no reply from the agent in time",
             snaplock_result::Refused => c"the agent refused the request",
             snaplock_result::Untrusted => c"the agent does not meet the reliability contract",
+            snaplock_result::TxFailed => c"an assert of the transaction was false",
         }
     }
 }
@@ -167,7 +173,7 @@ mod tests {
     fn the_numbers_are_the_published_ones() {
         let numbers: Vec<u32> = snaplock_result::ALL.iter().map(|r| *r as u32).collect();
         let mut expected = vec![0];
-        expected.extend(1000..1017);
+        expected.extend(1000..1018);
         assert_eq!(numbers, expected);
     }
 
@@ -180,7 +186,7 @@ mod tests {
             assert!(!text.is_empty());
             assert!(texts.insert(text.to_owned()), "{r:?} repeats a text");
         }
-        for n in [1, 999, 1017, u32::MAX] {
+        for n in [1, 999, 1018, u32::MAX] {
             assert_eq!(snaplock_result::from_u32(n), None);
             // SAFETY: as above.
             let text = unsafe { CStr::from_ptr(snaplock_result_str(n)) };

@@ -4,71 +4,20 @@
 #![allow(unsafe_code)] // calling the C ABI
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod common;
+
 use std::ffi::{CStr, CString, c_char};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::{Conn, TestAgent};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use snaplock::*;
-use snaplock_agent::{AgentConfig, spawn};
 use snaplock_client::clock;
-
-/// A running agent in a fresh temporary directory; stopped and removed on
-/// drop.
-struct TestAgent {
-    agent: Option<snaplock_agent::Agent>,
-    dir: PathBuf,
-    socket: CString,
-}
-
-impl TestAgent {
-    fn start() -> TestAgent {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("libsnaplock-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temporary directory");
-        let path = dir.join("s.sock");
-        let agent = spawn(AgentConfig::new(&path)).expect("the agent starts");
-        let socket = CString::new(path.into_os_string().into_encoded_bytes()).expect("no NUL");
-        TestAgent {
-            agent: Some(agent),
-            dir,
-            socket,
-        }
-    }
-
-    fn connect(&self) -> Conn {
-        let mut raw = ptr::null_mut();
-        // SAFETY: a NUL-terminated path and a writable out pointer.
-        let r = unsafe { snaplock_connect(self.socket.as_ptr(), &mut raw) };
-        assert_eq!(r, snaplock_result::Ok);
-        assert!(!raw.is_null());
-        Conn(raw)
-    }
-
-    fn stop(&mut self) {
-        if let Some(agent) = self.agent.take() {
-            agent.stop().expect("the agent stops cleanly");
-        }
-    }
-}
-
-impl Drop for TestAgent {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A connection, freed on drop.
-struct Conn(*mut snaplock_conn);
 
 impl Conn {
     fn lock(
@@ -129,16 +78,6 @@ impl Conn {
         unsafe { snaplock_next_event(self.0, event) }
     }
 
-    fn last_error(&self) -> String {
-        let mut buf = [0 as c_char; 512];
-        // SAFETY: a live connection and a buffer of the given length.
-        unsafe { snaplock_conn_last_error(self.0, buf.as_mut_ptr(), buf.len()) };
-        // SAFETY: snaplock_conn_last_error NUL-terminates within the buffer.
-        unsafe { CStr::from_ptr(buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
     /// Waits up to `ms` for the descriptor to be readable.
     fn readable_within(&self, ms: u16) -> bool {
         // SAFETY: a live connection.
@@ -166,13 +105,6 @@ impl Conn {
             self.readable_within(100);
         }
         panic!("no {kind:?} event within {secs} s");
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        // SAFETY: from snaplock_connect, freed once.
-        unsafe { snaplock_conn_free(self.0) };
     }
 }
 
