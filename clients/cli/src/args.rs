@@ -430,6 +430,9 @@ fn parse_tx(args: &[OsString]) -> Result<Action, UsageError> {
             rest = head;
         }
     }
+    if rest.last().is_some_and(|a| a == "-c" || a == "--command") {
+        return Err(usage("tx: -c needs a SHELL-COMMAND"));
+    }
     let command = match (shell, command) {
         (Some(_), Some(_)) => {
             return Err(usage(

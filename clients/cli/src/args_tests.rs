@@ -429,6 +429,7 @@ fn tx_refuses_a_missing_or_doubled_command() {
             "not both",
         ),
         (&["tx", "-N", "n", "-c", "true"], "missing STATEMENT"),
+        (&["tx", "-N", "n", "set A", "-c"], "-c needs"),
     ] {
         let err = usage_error(args);
         assert!(err.contains(needle), "{args:?}: {err}");
