@@ -7,13 +7,11 @@
 mod common;
 
 use std::ffi::{CStr, CString, c_char};
-use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
-use std::os::unix::net::UnixListener;
 use std::ptr;
 use std::time::Duration;
 
-use common::{Conn, TestAgent};
+use common::{Conn, TestAgent, fake_agent};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use snaplock::*;
@@ -598,25 +596,6 @@ fn an_agent_that_has_not_run_long_enough_is_untrusted_and_queues_nothing() {
     };
     assert_eq!(r, snaplock_result::Ok);
     assert!(grant.fence > 0);
-}
-
-/// Answers the first line a client sends on `path` with `reply(line)` and
-/// hands the line back.
-fn fake_agent(
-    path: &std::path::Path,
-    reply: fn(&str) -> String,
-) -> std::thread::JoinHandle<String> {
-    let listener = UnixListener::bind(path).expect("bind");
-    std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("accept");
-        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("a request line");
-        (&stream)
-            .write_all(reply(&line).as_bytes())
-            .expect("the reply is written");
-        line
-    })
 }
 
 #[test]

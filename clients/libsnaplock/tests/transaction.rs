@@ -1,7 +1,7 @@
 //! `snaplock_transaction` called as C would call it, against a real agent
 //! running in this process: the medical example of snaplock(7)
 //! (TRANSACTIONS, Example), failed asserts, and what is refused before
-//! anything is sent.
+//! anything is sent; and, from a scripted agent, a revocation notice.
 
 #![allow(unsafe_code)] // calling the C ABI
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -11,7 +11,7 @@ mod common;
 use std::ffi::{CStr, CString, c_char};
 use std::ptr;
 
-use common::{Conn, TestAgent};
+use common::{Conn, TestAgent, fake_agent};
 use snaplock::*;
 
 const SENTINEL: snaplock_tx_result = snaplock_tx_result {
@@ -251,4 +251,56 @@ fn bad_arguments_are_refused_before_sending_and_leave_the_result_untouched() {
     let (r, got) = conn.tx_with(c"n", &[c"exists Kept"], None);
     assert_eq!(r, snaplock_result::Ok);
     assert_eq!(values(&got), [false]);
+}
+
+#[test]
+fn a_revocation_notice_is_a_revoked_event_naming_the_namespace() {
+    let dir = std::env::temp_dir().join(format!("libsnaplock-fake-tx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let path = dir.join("s.sock");
+    let sent = fake_agent(&path, |_| {
+        "TRANSACTIONOK fence=5;namespace=Clinical;results=1;tag=1\n\
+         TRANSACTIONFAILED description=\"revoked: no contact with the leaders\";\
+         error=unavailable;failed=0;namespace=Clinical\n"
+            .to_owned()
+    });
+    let socket = CString::new(path.into_os_string().into_encoded_bytes()).expect("no NUL");
+    let mut raw = ptr::null_mut();
+    // SAFETY: a NUL-terminated path and a writable out pointer.
+    let r = unsafe { snaplock_connect(socket.as_ptr(), &mut raw) };
+    assert_eq!(r, snaplock_result::Ok);
+    let conn = Conn(raw);
+    let (r, out) = conn.tx(&[c"set A dup"]);
+    assert_eq!(r, snaplock_result::Ok, "{}", conn.last_error());
+    assert_eq!((out.fence, values(&out)), (5, &[true][..]));
+    assert_eq!(
+        sent.join().expect("the fake agent ran"),
+        "TRANSACTION namespace=Clinical;s1=set A dup;tag=1\n"
+    );
+    let mut event = Box::new(snaplock_event {
+        kind: snaplock_event_kind::Other,
+        object_name_len: 7,
+        object_name: [b'?' as c_char; SNAPLOCK_OBJECT_NAME_SIZE],
+    });
+    let mut got = None;
+    for _ in 0..200 {
+        // SAFETY: a live connection and a writable event.
+        match unsafe { snaplock_next_event(conn.0, &mut *event) } {
+            snaplock_result::Ok => {
+                got = Some(event.kind);
+                break;
+            }
+            snaplock_result::NoEvent => std::thread::sleep(std::time::Duration::from_millis(10)),
+            other => panic!("next_event: {other:?}: {}", conn.last_error()),
+        }
+    }
+    assert_eq!(got, Some(snaplock_event_kind::Revoked));
+    let name: Vec<u8> = event.object_name[..event.object_name_len]
+        .iter()
+        .map(|c| *c as u8)
+        .collect();
+    assert_eq!(name, b"Clinical");
+    drop(conn);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,6 +4,8 @@
 #![allow(dead_code)] // each test file uses its own part of the harness
 
 use std::ffi::{CStr, CString, c_char};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -80,4 +82,23 @@ impl Drop for Conn {
         // SAFETY: from snaplock_connect, freed once.
         unsafe { snaplock_conn_free(self.0) };
     }
+}
+
+/// Answers the first line a client sends on `path` with `reply(line)` and
+/// hands the line back.
+pub fn fake_agent(
+    path: &std::path::Path,
+    reply: fn(&str) -> String,
+) -> std::thread::JoinHandle<String> {
+    let listener = UnixListener::bind(path).expect("bind");
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a request line");
+        (&stream)
+            .write_all(reply(&line).as_bytes())
+            .expect("the reply is written");
+        line
+    })
 }
