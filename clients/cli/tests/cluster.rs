@@ -146,3 +146,96 @@ fn on_lost_contact_the_command_gets_its_grace_before_the_vouch_ends() {
     assert!(left < Duration::from_secs(1), "{left:?}");
     eprintln!("the library holder's vouch after the cut: {left:?} left");
 }
+
+/// `tx -N Clinical STATEMENT` on `agent`: its `results:` line.
+fn tx_results(agent: &Agent, statement: &str) -> String {
+    let mut cmd = agent.cli();
+    cmd.args(["tx", "-N", "Clinical", statement]);
+    let done = run(cmd, Duration::from_secs(20));
+    assert_eq!(done.code(), 0, "{done:?}");
+    done.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("results: "))
+        .unwrap_or_else(|| panic!("no results: {done:?}"))
+        .to_owned()
+}
+
+#[test]
+fn a_commands_variables_are_seen_from_every_agent_while_it_runs_and_not_after() {
+    let agents = cluster();
+    let dir = TempDir::new("clustertx");
+    let (running_mark, go) = (dir.path("running"), dir.path("go"));
+    let script = format!(
+        "touch '{}'; i=0; while [ ! -e '{}' ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+        running_mark.display(),
+        go.display()
+    );
+    let entry = "MDS-Entry/CGROVE-35/R-45899";
+    let mut cmd = agents[0].cli();
+    cmd.args(["tx", "-N", "Clinical", "-d", "3"])
+        .arg(format!("assert set {entry} dup"))
+        .arg("--")
+        .args(sh(&script));
+    let running = Running::spawn(cmd);
+    wait_for_file(&running_mark, Duration::from_secs(20));
+    // Past the first 3 s: renewed meanwhile, and seen from the other agents.
+    std::thread::sleep(Duration::from_secs(4));
+    for agent in &agents[1..] {
+        assert_eq!(tx_results(agent, &format!("exists {entry}")), "1");
+    }
+    std::fs::write(&go, b"").expect("go");
+    let done = running.wait(Duration::from_secs(20));
+    assert_eq!(done.code(), 0, "{done:?}");
+    assert!(done.stderr.is_empty(), "{done:?}");
+    let ended = now();
+    while tx_results(&agents[2], &format!("exists {entry}")) != "0" {
+        assert!(
+            ended.elapsed() < Duration::from_secs(5),
+            "the entry outlives its command"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn on_lost_contact_a_commands_variables_are_lost_and_it_is_stopped() {
+    let agents = cluster();
+    let dir = TempDir::new("clustertxcut");
+    let (ready, termed) = (dir.path("ready"), dir.path("termed"));
+    let script = format!(
+        "trap 'touch \"{}\"; exit 0' TERM; touch '{}'; \
+         i=0; while [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done",
+        termed.display(),
+        ready.display()
+    );
+    let mut cmd = agents[0].cli();
+    cmd.args([
+        "tx",
+        "-N",
+        "Clinical",
+        "-d",
+        "60",
+        "assert set Month-End/CGROVE-35",
+    ])
+    .arg("--")
+    .args(sh(&script));
+    let running = Running::spawn(cmd);
+    wait_for_file(&ready, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(1500));
+    let cut = now();
+    agents[1].signal(Signal::SIGSTOP);
+    agents[2].signal(Signal::SIGSTOP);
+    let done = running.wait(Duration::from_secs(20));
+    agents[1].signal(Signal::SIGCONT);
+    agents[2].signal(Signal::SIGCONT);
+    eprintln!("contact cut to exit: {:?}; {}", cut.elapsed(), done.stderr);
+    assert_eq!(done.code(), 75, "{done:?}");
+    assert!(termed.exists(), "the command got SIGTERM: {done:?}");
+    assert!(
+        done.stderr.contains("variables of namespace Clinical lost"),
+        "{done:?}"
+    );
+    // Within what the agent vouched for: its grace (5 s) after the cut,
+    // though the variables' own duration is a minute.
+    assert!(cut.elapsed() < Duration::from_secs(5), "{done:?}");
+}

@@ -195,7 +195,8 @@ fn outcome(reply: &Message, count: usize) -> Result<(snaplock_tx_result, String)
 /// `assert` was false), `SNAPLOCK_RESULT_INVALID_PARAMETER` (a statement
 /// or parameter the agent cannot read; the last error names the column),
 /// `SNAPLOCK_RESULT_OVERFLOW`, `SNAPLOCK_RESULT_UNAVAILABLE` (the agent
-/// is stopping, or is a member of a cluster), `SNAPLOCK_RESULT_UNTRUSTED`,
+/// is stopping, or, in a cluster, the transaction could not be decided;
+/// it may be sent again), `SNAPLOCK_RESULT_UNTRUSTED`,
 /// `SNAPLOCK_RESULT_REFUSED`. Unlike any other call's output,
 /// `*result_out` is written on these refusals too. Every other result
 /// leaves it untouched: `SNAPLOCK_RESULT_NULL_PARAMETER`, and
