@@ -364,14 +364,21 @@ fn every_status_parameter_is_described_in_the_protocol_page() {
 /// set is asserted too, so that a change in how the source spells them
 /// fails here instead of checking nothing.
 fn errors_in_the_core() -> BTreeSet<String> {
-    let dir = workspace().join("proto/src/core");
     let mut found = BTreeSet::new();
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for entry in entries {
-        let path = entry.expect("a directory entry").path();
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
+    let mut dirs = vec![workspace().join("proto/src/core")];
+    let mut files = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
         }
+    }
+    for path in files {
         let source = std::fs::read_to_string(&path).expect("readable source");
         for args in call_arguments(&source, "Refusal::new(") {
             if let Some(name) = args

@@ -173,7 +173,7 @@ fn a_committed_variable_outlives_the_sigkill_of_its_namespaces_owner() {
             "TRANSACTION namespace=ledger;s1=exists entry/1;s2=set entry/1;s3=set entry/2 dup",
         );
         // Sent to the killed owner, it is given up when the epoch
-        // changes, or after 10 s without an answer.
+        // changes, or after 4 s without an answer.
         let m = reader.recv_within(Duration::from_secs(15));
         if m.command == "TRANSACTIONOK" {
             break m;

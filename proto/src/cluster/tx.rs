@@ -28,7 +28,7 @@ pub(crate) const MAX_QUEUED: usize = 65_536;
 
 /// How long a home waits for the answer to a transaction before it gives
 /// it up (`error=unavailable`, nothing changed).
-pub(crate) const TX_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const TX_WAIT: Duration = Duration::from_secs(4);
 
 /// Most transactions of one connection waiting at its home behind the one
 /// it sent; one more is refused with `error=overflow`.

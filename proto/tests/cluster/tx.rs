@@ -147,7 +147,7 @@ fn a_committed_set_survives_the_crash_of_the_namespaces_owner() {
         net.run_for(SEC / 2);
         net.send(d, "TRANSACTION namespace=ledger;s1=exists entry/1;s2=set entry/1;s3=set entry/2 dup;tag=7");
         // Sent to the crashed owner, it is given up when the epoch changes,
-        // or after 10 s without an answer.
+        // or after 4 s without an answer.
         let m = net.wait_reply(d, 12 * SEC).expect("an answer");
         if m.command == "TRANSACTIONOK" {
             seen = Some(m);
