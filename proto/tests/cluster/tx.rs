@@ -190,3 +190,39 @@ fn a_failed_transaction_leaves_no_trace_anywhere() {
     let m = tx(&mut net, b, "ns", &["delete x", "exists x", "delete x"]);
     is_ok(&m, "1,1,0");
 }
+
+#[test]
+fn bad_transaction_messages_from_a_peer_change_nothing() {
+    let mut net = ready(45);
+    let owner = net.owner_of(0, "ns");
+    let peer = (owner + 1) % 3;
+    let epoch = net.info(0).get_str("epoch").unwrap().to_owned();
+    let c = net.open(peer);
+    let m = tx(&mut net, c, "ns", &["set held"]);
+    is_ok(&m, "1");
+    for line in [
+        // A namespace no client may name, a statement that does not parse,
+        // 33 statements, an answer for no request, holdings out of range.
+        format!("TRANSACTION epoch={epoch};namespace=a b;req=1;key=1/0;s1=set x;duration=1;room=9"),
+        format!("TRANSACTION epoch={epoch};namespace=ns;req=1;key=1/0;s1=set;duration=1;room=9"),
+        format!(
+            "TRANSACTION epoch={epoch};namespace=ns;req=1;key=1/0;duration=1;room=99;{}",
+            (1..=33)
+                .map(|i| format!("s{i}=set v{i}"))
+                .collect::<Vec<_>>()
+                .join(";")
+        ),
+        format!("TXDONE epoch={epoch};namespace=ns;req=77;fence=1;results=1;set1=1 0 held"),
+        format!("TXACK epoch={epoch};namespace=ns;req=5;ok=true"),
+    ] {
+        net.inject(owner, peer, &line);
+        net.inject(peer, owner, &line);
+    }
+    net.run_for(SEC);
+    // The variable is still held, by the same session only.
+    let d = net.open(owner);
+    let m = tx(&mut net, d, "ns", &["exists held", "set held", "set x"]);
+    is_ok(&m, "1,0,1");
+    let m = tx(&mut net, c, "ns", &["delete held"]);
+    is_ok(&m, "1");
+}

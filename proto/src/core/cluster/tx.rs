@@ -30,7 +30,7 @@ use crate::core::Core;
 use crate::local::replies;
 use crate::local::table::{State, Ticket};
 use crate::local::tx::run::{Seen, run};
-use crate::local::tx::stmt::parse_statement;
+use crate::local::tx::stmt::{parse_statement, parse_var};
 use crate::local::tx::{Transaction, TxError, TxRefusal, is_valid_namespace_char};
 use crate::time::Now;
 use crate::vocab::{ClientId, Kind, Mode, ObjectName, TicketId, split_var_object, var_object};
@@ -682,6 +682,26 @@ impl Core {
             };
             return self.send(To::Agent(from), ack);
         };
+        // What an owner may answer: holdings numbered after the request,
+        // within its reserved numbers, each once, of valid variables.
+        let top = d.req + crate::local::tx::MAX_STATEMENTS as u64;
+        let mut reqs: Vec<u64> = d.sets.iter().map(|s| s.0).collect();
+        reqs.sort_unstable();
+        reqs.dedup();
+        let valid = reqs.len() == d.sets.len()
+            && d.sets.iter().all(|(r, _, var)| {
+                (d.req + 1..=top).contains(r)
+                    && parse_var(var).is_ok_and(|v| v.as_bytes() == &var[..])
+            })
+            && d.namespace == h.namespace
+            && d.results.len() == h.statements.len();
+        if !valid {
+            log::error!(
+                "TXDONE of request {} dropped: holdings out of its range or not variables (a bug)",
+                d.req
+            );
+            return;
+        }
         if !self.in_contact(now) {
             return;
         }
@@ -849,23 +869,29 @@ impl Core {
     /// Takes holding `id` of `client` out of the table without telling its
     /// owner (the owner drops it when this agent acknowledges).
     fn forget_var(&mut self, client: ClientId, id: TicketId) {
-        let Some(name) = self
+        if self.var_of(client, id).is_none() {
+            return;
+        }
+        if let Some(name) = self
             .clients
             .get_mut(&client)
             .and_then(|c| c.tickets.remove(&id))
-        else {
-            return;
-        };
-        self.table.remove(&name, id);
+        {
+            self.table.remove(&name, id);
+        }
+    }
+
+    /// The object of `client`'s holding `id`, if it is a variable's.
+    fn var_of(&self, client: ClientId, id: TicketId) -> Option<ObjectName> {
+        let c = self.clients.get(&client)?;
+        c.tickets
+            .get(&id)
+            .filter(|n| split_var_object(n).is_some())
+            .cloned()
     }
 
     fn renew_var(&mut self, client: ClientId, id: TicketId, lease_end: crate::time::Time) {
-        let Some(name) = self
-            .clients
-            .get(&client)
-            .and_then(|c| c.tickets.get(&id))
-            .cloned()
-        else {
+        let Some(name) = self.var_of(client, id) else {
             return;
         };
         let fence = self.table.objects.get(&name).and_then(|o| {
