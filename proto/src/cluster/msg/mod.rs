@@ -535,9 +535,7 @@ impl PeerMsg {
                 m.set_owned("description", description.into_bytes());
             }
             PeerMsg::Tx(t) => {
-                m.set_u64("epoch", t.epoch);
-                m.set_owned("namespace", t.namespace);
-                m.set_u64("req", t.req);
+                put_tx_head(&mut m, t.epoch, t.namespace, t.req);
                 m.set_owned("key", t.key.into_bytes());
                 for (i, st) in t.statements.into_iter().enumerate() {
                     m.set_owned(&format!("s{}", i + 1), st);
@@ -546,9 +544,7 @@ impl PeerMsg {
                 m.set_u64("room", t.room);
             }
             PeerMsg::TxDone(d) => {
-                m.set_u64("epoch", d.epoch);
-                m.set_owned("namespace", d.namespace);
-                m.set_u64("req", d.req);
+                put_tx_head(&mut m, d.epoch, d.namespace, d.req);
                 m.set_u64("fence", d.fence);
                 let bits: Vec<u8> = d
                     .results
@@ -572,9 +568,7 @@ impl PeerMsg {
                 error,
                 description,
             } => {
-                m.set_u64("epoch", epoch);
-                m.set_owned("namespace", namespace);
-                m.set_u64("req", req);
+                put_tx_head(&mut m, epoch, namespace, req);
                 m.set_u64("failed", failed);
                 m.set("error", error);
                 m.set_owned("description", description.into_bytes());
@@ -585,9 +579,7 @@ impl PeerMsg {
                 req,
                 ok,
             } => {
-                m.set_u64("epoch", epoch);
-                m.set_owned("namespace", namespace);
-                m.set_u64("req", req);
+                put_tx_head(&mut m, epoch, namespace, req);
                 m.set("ok", if ok { "true" } else { "false" });
             }
         }
@@ -597,6 +589,13 @@ impl PeerMsg {
 
 /// Most statements or variables one transaction message carries.
 pub(crate) const MAX_TX_ITEMS: usize = 32;
+
+/// What every transaction message starts with.
+fn put_tx_head(m: &mut Message, epoch: u64, namespace: Vec<u8>, req: u64) {
+    m.set_u64("epoch", epoch);
+    m.set_owned("namespace", namespace);
+    m.set_u64("req", req);
+}
 
 /// `s1`, `s2`, ... in order, without a gap.
 fn statements(m: &mut Message) -> Result<Vec<Vec<u8>>, BadField> {

@@ -150,6 +150,52 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             description: "the object is locked".to_owned(),
         },
         PeerMsg::HasTicket(at()),
+        PeerMsg::Tx(TxReq {
+            epoch: 7,
+            namespace: b"Clinical".to_vec(),
+            req: 40,
+            key: "12/0".to_owned(),
+            statements: vec![
+                b"assert not exists Month-End/CGROVE-35".to_vec(),
+                b"set MDS-Entry/CGROVE-35/R-45899 dup".to_vec(),
+            ],
+            duration_us: 60_000_000,
+            room: 9_998,
+        }),
+        PeerMsg::TxDone(TxDone {
+            epoch: 7,
+            namespace: b"Clinical".to_vec(),
+            req: 40,
+            fence: 1 << 40,
+            results: vec![true, false, true],
+            sets: vec![(41, true, b"A/%20b".to_vec()), (42, false, b"B".to_vec())],
+            renews: vec![3, 4],
+            deletes: vec![9],
+        }),
+        PeerMsg::TxDone(TxDone {
+            epoch: 7,
+            namespace: b"n".to_vec(),
+            req: 40,
+            fence: 5,
+            results: vec![false],
+            sets: Vec::new(),
+            renews: Vec::new(),
+            deletes: Vec::new(),
+        }),
+        PeerMsg::TxFailed {
+            epoch: 7,
+            namespace: b"n".to_vec(),
+            req: 40,
+            failed: 2,
+            error: "failed",
+            description: "s2: assert set A is false".to_owned(),
+        },
+        PeerMsg::TxAck {
+            epoch: 7,
+            namespace: b"n".to_vec(),
+            req: 40,
+            ok: false,
+        },
     ];
     all.extend(
         parts
@@ -177,7 +223,7 @@ fn each_role_gets_its_own_messages() {
             "LOCKSTARTED" | "LOCKPING" | "LOCKPONG" => Role::Link,
             "LOCKLEADERS" => Role::Election,
             "LOCKTICKETS" => Role::Handover,
-            "LOCKED" | "LOCKFAILED" | "HASTICKET" => Role::Home,
+            "LOCKED" | "LOCKFAILED" | "HASTICKET" | "TXDONE" | "TXFAILED" => Role::Home,
             _ => Role::Leader,
         };
         assert_eq!(role, want, "{command}");

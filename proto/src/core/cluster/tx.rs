@@ -799,16 +799,9 @@ impl Core {
             }
         }
         for (req, why) in fail {
-            let h = self
-                .cluster
-                .home
-                .txs
-                .inflight
-                .remove(&req)
-                .expect("in flight");
-            if let Some((e, _)) = h.sent.filter(|s| s.0 == epoch) {
-                self.tx_give_up(e, &h, req);
-            }
+            let Some(h) = self.tx_withdraw(req) else {
+                continue;
+            };
             let why = TxRefusal::new(
                 0,
                 TxError::Unavailable,
@@ -842,20 +835,21 @@ impl Core {
 
     /// The connection closed: its transactions are given up.
     pub(crate) fn home_tx_closed(&mut self, client: ClientId) {
-        let epoch = self.cluster.epoch.number;
         self.cluster.home.txs.waiting.remove(&client);
         if let Some(req) = self.cluster.home.txs.of_client(client) {
-            let h = self
-                .cluster
-                .home
-                .txs
-                .inflight
-                .remove(&req)
-                .expect("in flight");
-            if h.sent.is_some_and(|s| s.0 == epoch) {
-                self.tx_give_up(epoch, &h, req);
-            }
+            self.tx_withdraw(req);
         }
+    }
+
+    /// Takes transaction `req` out of those in flight; its owner, when it
+    /// was sent in this epoch, is told it will not be applied.
+    fn tx_withdraw(&mut self, req: u64) -> Option<HomeTx> {
+        let epoch = self.cluster.epoch.number;
+        let h = self.cluster.home.txs.inflight.remove(&req)?;
+        if h.sent.is_some_and(|s| s.0 == epoch) {
+            self.tx_give_up(epoch, &h, req);
+        }
+        Some(h)
     }
 
     fn has_var(&self, id: TicketId) -> bool {
