@@ -55,8 +55,10 @@ pub(crate) struct InFlight {
     pub renews: Vec<u64>,
     /// Holdings ended: (object, request), dropped once the home applied.
     pub deletes: Vec<(ObjectName, u64)>,
-    /// `TXDONE` went to the home (every set had its majority).
-    pub done: bool,
+    /// When `TXDONE` last went to the home (every set had its majority):
+    /// said again every [`super::home::RESEND`] until the home answers (its
+    /// `TXACK` may be lost with a link).
+    pub done: Option<Time>,
 }
 
 impl InFlight {
@@ -76,6 +78,8 @@ pub(crate) struct TxOwner {
     pub queues: BTreeMap<Ns, VecDeque<Queued>>,
     /// Transactions in all `queues`.
     pub queued: usize,
+    /// The (home, request) of each transaction in `queues`.
+    pub queued_keys: BTreeSet<(Id, u64)>,
     /// Transactions run and not yet applied, by (home, request).
     pub inflight: BTreeMap<(Id, u64), InFlight>,
     /// The objects an in-flight transaction changes, and which.
@@ -96,12 +100,65 @@ impl TxOwner {
     }
 
     /// Whether `req` of `home` is waiting or in flight here.
-    pub fn knows(&self, ns: &[u8], home: &Id, req: u64) -> bool {
-        self.inflight.contains_key(&(home.clone(), req))
-            || self
-                .queues
-                .get(ns)
-                .is_some_and(|q| q.iter().any(|t| t.home == *home && t.req.req == req))
+    pub fn knows(&self, home: &Id, req: u64) -> bool {
+        let key = (home.clone(), req);
+        self.inflight.contains_key(&key) || self.queued_keys.contains(&key)
+    }
+
+    /// Puts `q` in its namespace's queue, at its end or (`first`) its head.
+    pub fn enqueue(&mut self, q: Queued, first: bool) -> Ns {
+        let ns: Ns = q.req.namespace.as_slice().into();
+        self.queued += 1;
+        self.queued_keys.insert((q.home.clone(), q.req.req));
+        let queue = self.queues.entry(ns.clone()).or_default();
+        if first {
+            queue.push_front(q);
+        } else {
+            queue.push_back(q);
+        }
+        ns
+    }
+
+    /// Takes the first transaction of namespace `ns`'s queue.
+    pub fn dequeue(&mut self, ns: &[u8]) -> Option<Queued> {
+        let queue = self.queues.get_mut(ns)?;
+        let q = queue.pop_front()?;
+        if queue.is_empty() {
+            self.queues.remove(ns);
+        }
+        self.queued -= 1;
+        self.queued_keys.remove(&(q.home.clone(), q.req.req));
+        Some(q)
+    }
+
+    /// Takes out the waiting transactions `keep` refuses; returns their
+    /// namespaces.
+    pub fn unqueue(&mut self, mut keep: impl FnMut(&Queued) -> bool) -> Vec<Ns> {
+        let mut touched = Vec::new();
+        for (ns, q) in self.queues.iter_mut() {
+            let before = q.len();
+            q.retain(|t| {
+                let k = keep(t);
+                if !k {
+                    self.queued_keys.remove(&(t.home.clone(), t.req.req));
+                }
+                k
+            });
+            if q.len() != before {
+                self.queued -= before - q.len();
+                touched.push(ns.clone());
+            }
+        }
+        self.queues.retain(|_, q| !q.is_empty());
+        touched
+    }
+
+    /// The homes with a transaction here, waiting or in flight.
+    pub fn homes(&self) -> BTreeSet<Id> {
+        let queued = self.queued_keys.iter().map(|k| k.0.clone());
+        queued
+            .chain(self.inflight.keys().map(|k| k.0.clone()))
+            .collect()
     }
 }
 

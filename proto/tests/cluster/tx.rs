@@ -226,3 +226,97 @@ fn bad_transaction_messages_from_a_peer_change_nothing() {
     let m = tx(&mut net, c, "ns", &["delete held"]);
     is_ok(&m, "1");
 }
+
+fn answer(net: &mut Net, c: u64, line: &str, limit: Duration) -> Message {
+    net.send(c, line);
+    net.wait_reply(c, limit).expect("an answer")
+}
+
+#[test]
+fn a_lost_acknowledgement_keeps_no_variable_busy() {
+    let mut net = ready(50);
+    let owner = net.owner_of(0, "ns");
+    let home = (owner + 1) % 3;
+    let c = net.open(home);
+    net.lose(home, "TXACK", 1);
+    let m = tx(&mut net, c, "ns", &["set x"]);
+    is_ok(&m, "1");
+    // The owner says its answer again a second later; the home, which
+    // applied it, acknowledges it then.
+    net.run_for(2 * SEC);
+    let d = net.open((owner + 2) % 3);
+    let m = answer(
+        &mut net,
+        d,
+        "TRANSACTION namespace=ns;s1=exists x;tag=7",
+        SEC,
+    );
+    is_ok(&m, "1");
+    let m = answer(
+        &mut net,
+        c,
+        "TRANSACTION namespace=ns;s1=delete x;tag=7",
+        SEC,
+    );
+    is_ok(&m, "1");
+    let m = answer(&mut net, d, "TRANSACTION namespace=ns;s1=set x;tag=7", SEC);
+    is_ok(&m, "1");
+    // A lost acknowledgement of a give-up: the holder's connection closes
+    // while a transaction waits behind x; x is free afterwards.
+    net.lose(home, "TXACK", 2);
+    net.send(c, "TRANSACTION namespace=ns;s1=set x;s2=set y;tag=7");
+    net.run_for(SEC / 10);
+    net.close(c);
+    net.close(d);
+    net.run_for(3 * SEC);
+    let e = net.open(home);
+    let m = answer(
+        &mut net,
+        e,
+        "TRANSACTION namespace=ns;s1=exists x;s2=exists y;tag=7",
+        5 * SEC,
+    );
+    is_ok(&m, "0,0");
+}
+
+#[test]
+fn a_renewal_applied_after_the_variable_ended_is_given_up() {
+    let mut net = ready(51);
+    let owner = net.owner_of(0, "ns");
+    let home = (owner + 1) % 3;
+    let c = net.open(home);
+    let m = answer(
+        &mut net,
+        c,
+        "TRANSACTION namespace=ns;s1=set x;duration=2;tag=7",
+        3 * SEC,
+    );
+    is_ok(&m, "1");
+    net.run_for(SEC + SEC / 2);
+    // The owner's answer of the renewal is lost; said again a second
+    // later, it comes after the variable's 2 s ran out at its home.
+    net.lose(owner, "TXDONE", 1);
+    let m = answer(
+        &mut net,
+        c,
+        "TRANSACTION namespace=ns;s1=set x;duration=30;tag=7",
+        5 * SEC,
+    );
+    is_failed(&m, "0", "unavailable");
+    let d = net.open((owner + 2) % 3);
+    let m = answer(
+        &mut net,
+        d,
+        "TRANSACTION namespace=ns;s1=set x;tag=7",
+        5 * SEC,
+    );
+    is_ok(&m, "1");
+    // The first session holds nothing.
+    let m = answer(
+        &mut net,
+        c,
+        "TRANSACTION namespace=ns;s1=delete x;s2=set x;tag=7",
+        5 * SEC,
+    );
+    is_ok(&m, "0,0");
+}

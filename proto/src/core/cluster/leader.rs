@@ -107,13 +107,14 @@ impl Core {
                 Ok(())
             }
             PeerMsg::TxFailed {
+                namespace,
                 req,
                 failed,
                 error,
                 description,
                 ..
             } => {
-                self.home_tx_failed(now, req, failed, error, description);
+                self.home_tx_failed(now, from, &namespace, req, failed, error, description);
                 Ok(())
             }
             PeerMsg::LockActivated {
@@ -543,9 +544,11 @@ impl Core {
         if !l.ready {
             return;
         }
-        let silent: Vec<Id> = l
-            .by_home
-            .keys()
+        // Homes with tickets here, and homes with transactions here only
+        // (a read-only one in flight holds no ticket).
+        let homes: BTreeSet<Id> = l.by_home.keys().cloned().chain(l.tx.homes()).collect();
+        let silent: Vec<Id> = homes
+            .iter()
             .filter(|h| **h != me)
             .filter(|h| {
                 self.cluster

@@ -100,13 +100,13 @@ impl Core {
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         if let Some(f) = l.tx.inflight.get(&(home.clone(), req.req)) {
             // Asked again: its answer may have been lost with a link.
-            if f.done {
+            if f.done.is_some() {
                 let done = self.tx_done_msg(home, req.req);
                 self.send(To::Agent(home), done);
             }
             return Ok(());
         }
-        if l.tx.knows(ns, home, req.req) {
+        if l.tx.knows(home, req.req) {
             return Ok(());
         }
         if l.tx.queued >= MAX_QUEUED {
@@ -114,13 +114,13 @@ impl Core {
             self.tx_refuse(home, &req, TxRefusal::new(0, TxError::Overflow, why));
             return Ok(());
         }
-        let ns: Ns = ns.as_slice().into();
-        l.tx.queued += 1;
-        let queue = l.tx.queues.entry(ns.clone()).or_default();
-        queue.push_back(Queued {
-            home: home.clone(),
-            req,
-        });
+        let ns = l.tx.enqueue(
+            Queued {
+                home: home.clone(),
+                req,
+            },
+            false,
+        );
         self.tx_run(now, &ns);
         Ok(())
     }
@@ -183,14 +183,7 @@ impl Core {
     }
 
     fn tx_pop(&mut self, ns: &Ns) -> Option<Queued> {
-        let l = self.cluster.leader.table.as_mut()?;
-        let queue = l.tx.queues.get_mut(ns)?;
-        let q = queue.pop_front()?;
-        if queue.is_empty() {
-            l.tx.queues.remove(ns);
-        }
-        l.tx.queued -= 1;
-        Some(q)
+        self.cluster.leader.table.as_mut()?.tx.dequeue(ns)
     }
 
     /// Runs one transaction against the table: refused, or in flight
@@ -250,7 +243,7 @@ impl Core {
             sets: Vec::new(),
             renews: Vec::new(),
             deletes: Vec::new(),
-            done: false,
+            done: None,
         };
         let mut next_req = f.queued.req.req;
         for (var, t) in touched {
@@ -392,7 +385,7 @@ impl Core {
         let Some(f) = l.tx.inflight.get(key) else {
             return;
         };
-        if f.done {
+        if f.done.is_some() {
             return;
         }
         let voted = f.sets.iter().all(|(name, req, _)| {
@@ -404,7 +397,7 @@ impl Core {
         if !voted {
             return;
         }
-        l.tx.inflight.get_mut(key).expect("in flight").done = true;
+        l.tx.inflight.get_mut(key).expect("in flight").done = Some(self.last_now);
         let done = self.tx_done_msg(&key.0, key.1);
         self.send(To::Agent(&key.0), done);
     }
@@ -431,10 +424,8 @@ impl Core {
             return;
         };
         if let Some(q) = self.tx_abort(&key) {
-            let ns: Ns = q.req.namespace.as_slice().into();
             let l = self.cluster.leader.table.as_mut().expect("leader");
-            l.tx.queued += 1;
-            l.tx.queues.entry(ns.clone()).or_default().push_front(q);
+            let ns = l.tx.enqueue(q, true);
             l.tx.retry.insert(ns);
         }
     }
@@ -479,14 +470,8 @@ impl Core {
                 .map(|f| Ns::from(&f.queued.req.namespace[..]))
         else {
             // Not run yet: given up before it ran.
-            if !ok {
-                for q in l.tx.queues.values_mut() {
-                    if let Some(p) = q.iter().position(|t| t.home == *home && t.req.req == req) {
-                        q.remove(p);
-                        l.tx.queued -= 1;
-                        break;
-                    }
-                }
+            if !ok && l.tx.knows(home, req) {
+                l.tx.unqueue(|t| !(t.home == *home && t.req.req == req));
             }
             return;
         };
@@ -510,13 +495,7 @@ impl Core {
         let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
         };
-        let mut touched: Vec<Ns> = Vec::new();
-        for (ns, q) in l.tx.queues.iter_mut() {
-            let before = q.len();
-            q.retain(|t| t.home != *home);
-            l.tx.queued -= before - q.len();
-            touched.push(ns.clone());
-        }
+        let mut touched = l.tx.unqueue(|t| t.home != *home);
         let keys: Vec<(Id, u64)> =
             l.tx.inflight
                 .range((home.clone(), 0)..=(home.clone(), u64::MAX))
@@ -539,6 +518,21 @@ impl Core {
             return;
         };
         let retry = std::mem::take(&mut l.tx.retry);
+        // An answer not acknowledged within a RESEND is said again: the
+        // home's TXACK (or the TXDONE) may have been lost with a link.
+        let again: Vec<(Id, u64)> =
+            l.tx.inflight
+                .iter_mut()
+                .filter(|(_, f)| f.done.is_some_and(|t| t + RESEND <= now.mono))
+                .map(|(k, f)| {
+                    f.done = Some(now.mono);
+                    k.clone()
+                })
+                .collect();
+        for (home, req) in again {
+            let done = self.tx_done_msg(&home, req);
+            self.send(To::Agent(&home), done);
+        }
         for ns in retry {
             self.tx_run(now, &ns);
         }
@@ -670,10 +664,16 @@ impl Core {
     /// `TXDONE` from the owner: applied and answered, if this agent is in
     /// contact; else left for the owner's next answer.
     pub(super) fn home_tx_done(&mut self, now: Now, from: &Id, d: TxDone) {
+        if !self.from_owner_of(from, &d.namespace) {
+            return;
+        }
         let Some(h) = self.cluster.home.txs.inflight.get(&d.req).cloned() else {
-            // Answered already, or given up: the owner is told which (its
-            // answer of a transaction this agent applied may come twice).
-            let applied = d.sets.iter().all(|(r, _, _)| self.has_var(TicketId(*r)));
+            // Answered already, or given up: the owner is told which, from
+            // what this agent holds (the authority: whatever the owner does
+            // with the answer then matches it): applied when it has every
+            // holding the transaction set and none it deleted.
+            let applied = d.sets.iter().all(|(r, _, _)| self.has_var(TicketId(*r)))
+                && d.deletes.iter().all(|r| !self.has_var(TicketId(*r)));
             let ack = PeerMsg::TxAck {
                 epoch: d.epoch,
                 namespace: d.namespace,
@@ -704,6 +704,24 @@ impl Core {
         }
         if !self.in_contact(now) {
             return;
+        }
+        // A holding it renews or deletes that ended meanwhile (its time ran
+        // out, or it was revoked, and its owner was told): the
+        // transaction ran on a state that is gone, and is given up.
+        let gone = (d.renews.iter().chain(&d.deletes))
+            .any(|r| self.var_of(h.client, TicketId(*r)).is_none());
+        if gone {
+            self.tx_withdraw(d.req);
+            let why = TxRefusal::new(
+                0,
+                TxError::Unavailable,
+                "a variable it renews or deletes ended while it was decided: nothing was changed",
+            );
+            self.reply(
+                h.client,
+                replies::transaction_failed(&h.namespace, h.tag, &why),
+            );
+            return self.home_tx_next(now, h.client);
         }
         self.cluster.home.txs.inflight.remove(&d.req);
         self.raise_floor(d.fence);
@@ -759,18 +777,42 @@ impl Core {
         self.home_tx_next(now, h.client);
     }
 
+    /// Whether `from` owns namespace `ns` in this epoch: only its answers
+    /// count.
+    fn from_owner_of(&self, from: &Id, ns: &[u8]) -> bool {
+        let owner = self.cluster.owner_index(&var_object(ns, b""));
+        owner.is_some_and(|i| self.cluster.epoch.leaders[i] == *from)
+    }
+
     /// `TXFAILED` from the owner: the transaction did not run.
     pub(super) fn home_tx_failed(
         &mut self,
         now: Now,
+        from: &Id,
+        ns: &[u8],
         req: u64,
         failed: u64,
         error: &'static str,
         description: String,
     ) {
-        let Some(h) = self.cluster.home.txs.inflight.remove(&req) else {
+        if !self.from_owner_of(from, ns)
+            || self
+                .cluster
+                .home
+                .txs
+                .inflight
+                .get(&req)
+                .is_none_or(|h| h.namespace != ns)
+        {
             return;
-        };
+        }
+        let h = self
+            .cluster
+            .home
+            .txs
+            .inflight
+            .remove(&req)
+            .expect("in flight");
         let why = TxRefusal::new(failed as usize, tx_error(error), description);
         let reply = replies::transaction_failed(&h.namespace, h.tag, &why);
         self.reply(h.client, reply);
