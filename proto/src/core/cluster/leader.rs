@@ -114,7 +114,8 @@ impl Core {
                 description,
                 ..
             } => {
-                self.home_tx_failed(now, from, &namespace, req, failed, error, description);
+                let why = super::tx::refusal(failed, error, description);
+                self.home_tx_failed(now, from, &namespace, req, why);
                 Ok(())
             }
             PeerMsg::LockActivated {

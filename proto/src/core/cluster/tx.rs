@@ -35,13 +35,15 @@ use crate::local::tx::{Transaction, TxError, TxRefusal, is_valid_namespace_char}
 use crate::time::Now;
 use crate::vocab::{ClientId, Kind, Mode, ObjectName, TicketId, split_var_object, var_object};
 
-fn tx_error(error: &str) -> TxError {
-    match error {
+/// A `TXFAILED`'s statement, error and description, as the client gets them.
+pub(super) fn refusal(failed: u64, error: &str, description: String) -> TxRefusal {
+    let error = match error {
         "failed" => TxError::Failed,
         "overflow" => TxError::Overflow,
         "invalid" => TxError::Invalid,
         _ => TxError::Unavailable,
-    }
+    };
+    TxRefusal::new(usize::try_from(failed).unwrap_or(0), error, description)
 }
 
 fn var_kind(dup: bool) -> Kind {
@@ -664,7 +666,7 @@ impl Core {
     /// `TXDONE` from the owner: applied and answered, if this agent is in
     /// contact; else left for the owner's next answer.
     pub(super) fn home_tx_done(&mut self, now: Now, from: &Id, d: TxDone) {
-        if !self.from_owner_of(from, &d.namespace) {
+        if !self.is_owner_of(from, &d.namespace) {
             return;
         }
         let Some(h) = self.cluster.home.txs.inflight.get(&d.req).cloned() else {
@@ -779,7 +781,7 @@ impl Core {
 
     /// Whether `from` owns namespace `ns` in this epoch: only its answers
     /// count.
-    fn from_owner_of(&self, from: &Id, ns: &[u8]) -> bool {
+    fn is_owner_of(&self, from: &Id, ns: &[u8]) -> bool {
         let owner = self.cluster.owner_index(&var_object(ns, b""));
         owner.is_some_and(|i| self.cluster.epoch.leaders[i] == *from)
     }
@@ -791,11 +793,9 @@ impl Core {
         from: &Id,
         ns: &[u8],
         req: u64,
-        failed: u64,
-        error: &'static str,
-        description: String,
+        why: TxRefusal,
     ) {
-        if !self.from_owner_of(from, ns)
+        if !self.is_owner_of(from, ns)
             || self
                 .cluster
                 .home
@@ -813,7 +813,6 @@ impl Core {
             .inflight
             .remove(&req)
             .expect("in flight");
-        let why = TxRefusal::new(failed as usize, tx_error(error), description);
         let reply = replies::transaction_failed(&h.namespace, h.tag, &why);
         self.reply(h.client, reply);
         self.home_tx_next(now, h.client);
