@@ -266,6 +266,24 @@ fn transactions_of_one_agent_commit_and_are_serializable() {
 }
 
 #[test]
+fn a_run_with_transactions_replays_the_same() {
+    for nodes in [1, 3] {
+        let opts = Options {
+            transactions: true,
+            nodes: Some(nodes),
+            duration: 120 * SEC,
+            stop_at_first: false,
+            ..options(5)
+        };
+        let (a, b) = (sim::run(&opts), sim::run(&opts));
+        assert_eq!(a.trace_hash, b.trace_hash, "{nodes} nodes");
+        assert_eq!(a.stats, b.stats, "{nodes} nodes");
+        assert_eq!(a.violations, b.violations, "{nodes} nodes");
+        assert!(a.stats.transactions > 0, "{nodes} nodes: {a}");
+    }
+}
+
+#[test]
 #[ignore = "known R1 failures: see R1_OPEN"]
 fn r1_seeds_still_open() {
     // Each still breaks R1 first; one that no longer does is fixed and

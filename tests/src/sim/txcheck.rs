@@ -624,7 +624,12 @@ impl Eval<'_, '_> {
                 Op::Delete(var) => self.delete(session, var, base),
                 Op::Set(var, dup) => self.set(session, since, var, *dup, base),
             };
-            r.map_err(|why| format!("s{} ({}) {why}", k + 1, show_stmt(st)))?;
+            let verb = match st.op {
+                Op::Exists(_) => "exists",
+                Op::Delete(_) => "delete",
+                Op::Set(..) => "set",
+            };
+            r.map_err(|why| format!("s{} ({}): its {verb} {why}", k + 1, show_stmt(st)))?;
         }
         Ok(())
     }
@@ -657,14 +662,14 @@ impl Eval<'_, '_> {
         let sure = hs.iter().any(|(_, p)| *p == Presence::Sure);
         match base {
             None => Ok(()),
-            Some(true) if hs.is_empty() => Err("true, but no session can hold it".to_owned()),
+            Some(true) if hs.is_empty() => Err("was true, but no session can hold it".to_owned()),
             Some(true) => {
                 if let [(i, Presence::Maybe)] = hs[..] {
                     self.holders(var)[i].seen = true;
                 }
                 Ok(())
             }
-            Some(false) if sure => Err("false, but a session holds it for sure".to_owned()),
+            Some(false) if sure => Err("was false, but a session holds it for sure".to_owned()),
             Some(false) => {
                 let maybe: Vec<usize> = hs
                     .iter()
@@ -681,9 +686,9 @@ impl Eval<'_, '_> {
         let hs = self.holdings(var);
         let mine = self.mine(var, session, &hs);
         match (base, mine) {
-            (Some(true), None) => return Err("true, but the session held nothing".to_owned()),
+            (Some(true), None) => return Err("was true, but the session held nothing".to_owned()),
             (Some(false), Some((_, Presence::Sure))) => {
-                return Err("false, but the session held it for sure".to_owned());
+                return Err("was false, but the session held it for sure".to_owned());
             }
             _ => {}
         }
@@ -752,13 +757,13 @@ impl Eval<'_, '_> {
             }
             None => self.set(session, since, var, dup, Some(can_be_true)),
             Some(true) if !can_be_true => Err(
-                "true, but another session holds it for sure, and one side asked without dup"
+                "was true, but another session holds it for sure, and one side asked without dup"
                     .to_owned(),
             ),
             Some(false) if !can_be_false => Err(if mine_sure {
-                "false, but the session held it already".to_owned()
+                "was false, but the session held it already".to_owned()
             } else {
-                "false, but no session that could block it may hold it".to_owned()
+                "was false, but no session that could block it may hold it".to_owned()
             }),
             Some(false) => {
                 if let Some((i, Presence::Maybe)) = mine {
