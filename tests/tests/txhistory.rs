@@ -2,7 +2,8 @@
 //! against hand-made histories: correct ones pass, a half-applied
 //! transaction, a duplicate fence, fences against real time, a vanished
 //! variable seen again and wrong results or failures are caught; and
-//! random serial histories made by the reference model pass, and fail once
+//! random histories made by the reference model, serial or concurrent,
+//! with closes, revocations and lost answers, pass, and mostly fail once
 //! one answer in them is changed.
 
 use snaplock_tests::sim::rng::Rng;
@@ -414,5 +415,155 @@ fn serial_histories_of_the_reference_model_pass_and_a_changed_answer_is_caught()
     assert!(
         changed_caught > 100,
         "only {changed_caught} changed histories"
+    );
+}
+
+/// A random statement on one of `vars`, as text.
+fn random_statement(rng: &mut Rng, vars: &[&str]) -> String {
+    let mut s = String::new();
+    if rng.chance(150_000) {
+        s.push_str("anyway ");
+    }
+    if rng.chance(400_000) {
+        s.push_str("assert ");
+    }
+    s.push_str(&"not ".repeat(*rng.pick(&[0, 0, 1, 2])));
+    let v = *rng.pick(vars);
+    match rng.below(4) {
+        0 => s.push_str(&format!("exists {v}")),
+        1 => s.push_str(&format!("set {v}")),
+        2 => s.push_str(&format!("set {v} dup")),
+        _ => s.push_str(&format!("delete {v}")),
+    }
+    s
+}
+
+/// Concurrent random histories that are correct by construction: the
+/// reference model runs the transactions one after another, each at an
+/// instant between its sending and its answer (which overlap their
+/// neighbours'); a closed connection's variables vanish a few
+/// transactions after the close, and answers due after it are lost; a
+/// revoked connection sends nothing until its variables vanish, a few
+/// transactions after the notice. The checker must accept them all; with
+/// one value changed, it must catch most (what vanished may explain some).
+/// A connection may have several transactions in flight here, which the
+/// simulator's clients never do.
+#[test]
+fn concurrent_histories_of_the_reference_model_pass() {
+    let bounds = Bounds {
+        per_client: 10_000,
+        total: 1_000_000,
+        namespaces: 10_000,
+    };
+    let vars = ["A", "B", "C/k"];
+    let (mut commits, mut lost, mut vanished) = (0, 0, 0);
+    let (mut tried, mut caught) = (0, 0);
+    for seed in 0..2_000 {
+        let mut rng = Rng::new(seed);
+        let mut model = Model::new(bounds);
+        let mut h = History::default();
+        let vars = &vars[..rng.between(1, 3) as usize];
+        let spread = *rng.pick(&[50, 250, 600]);
+        // Per slot: its connection, and whether it waits for a vanishing.
+        let mut slots = [(1u64, false), (2, false), (3, false)];
+        let mut next_conn = 4;
+        let mut vanish: Vec<(u64, u64)> = Vec::new();
+        // (id, connection, answered at, outcome, fence)
+        let mut answers: Vec<(TxId, u64, u64, Outcome, u64)> = Vec::new();
+        for step in 0..60u64 {
+            let tau = 1_000 + 100 * step;
+            vanish.retain(|&(at_step, conn)| {
+                if at_step != step {
+                    return true;
+                }
+                model.close(conn);
+                vanished += 1;
+                for slot in &mut slots {
+                    if slot.0 == conn {
+                        slot.1 = false;
+                    }
+                }
+                false
+            });
+            let s = rng.below(3) as usize;
+            let (conn, frozen) = slots[s];
+            if frozen {
+                continue;
+            }
+            match rng.below(100) {
+                0..=7 => {
+                    h.checker.ended(tau, conn);
+                    answers.retain(|a| {
+                        let keep = a.1 != conn || a.2 < tau;
+                        lost += usize::from(!keep);
+                        keep
+                    });
+                    vanish.push((step + rng.between(1, 4), conn));
+                    slots[s] = (next_conn, false);
+                    next_conn += 1;
+                }
+                8..=12 => {
+                    h.checker.revoked(tau, conn, NS);
+                    vanish.push((step + rng.between(1, 4), conn));
+                    slots[s].1 = true;
+                }
+                _ => {
+                    let session = (conn, [None, Some(9)][rng.below(2) as usize]);
+                    let texts: Vec<String> = (0..rng.between(1, 4))
+                        .map(|_| random_statement(&mut rng, vars))
+                        .collect();
+                    let stmts: Vec<Stmt> = texts.iter().map(|t| stmt(t)).collect();
+                    let sent = tau - rng.below(spread);
+                    let answered = tau + rng.below(spread);
+                    let id = h.send(sent, session, &texts.join(";"));
+                    let outcome = model.run(tau, session, NS, &stmts, 1_000_000_000);
+                    answers.push((id, conn, answered, outcome, 100 + step));
+                }
+            }
+        }
+        // Then once more with one commit's first value changed.
+        let ok = answers
+            .iter()
+            .filter(|a| matches!(a.3, Outcome::Ok(_)))
+            .count();
+        let change = rng.below(ok.max(1) as u64) as usize;
+        let mut changed = h.checker.clone();
+        let mut k = 0;
+        for (id, _, at, outcome, fence) in answers {
+            match outcome {
+                Outcome::Ok(mut values) => {
+                    commits += 1;
+                    h.checker.committed(at, id, fence, values.clone());
+                    if k == change {
+                        values[0] = !values[0];
+                    }
+                    k += 1;
+                    changed.committed(at, id, fence, values);
+                }
+                Outcome::Failed(n, "failed") => {
+                    h.checker.failed(at, id, n);
+                    changed.failed(at, id, n);
+                }
+                Outcome::Failed(..) => {
+                    h.checker.refused(id);
+                    changed.refused(id);
+                }
+            }
+        }
+        let found = h.checker.finish();
+        assert!(found.is_empty(), "seed {seed}: {found:#?}");
+        if ok > 0 {
+            tried += 1;
+            caught += usize::from(!changed.finish().is_empty());
+        }
+    }
+    println!(
+        "{commits} commits, {lost} answers lost, {vanished} connections' variables vanished; \
+         one value changed: caught in {caught} of {tried}"
+    );
+    assert!(commits > 10_000 && lost > 100 && vanished > 1_000);
+    assert!(
+        caught * 10 > tried * 8,
+        "a changed value caught in {caught} of {tried}"
     );
 }

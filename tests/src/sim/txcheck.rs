@@ -51,8 +51,8 @@
 //! the run did) may have committed at any point after every commit
 //! answered before it was sent: from there, what it sets is held by its
 //! session **wildly** (any answer about it is accepted, nothing settles
-//! it), and the rest of its session's holdings in the namespace are maybe
-//! present.
+//! it, and the session's own later statements leave it wild), and every
+//! other holding of its connection in the namespace is maybe present.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -368,9 +368,11 @@ impl<'a> History<'a> {
         for (_, tx) in &self.lost {
             let point = self.after_answers_before(tx.sent_at);
             wild.entry(point).or_default().push(tx);
+            // It may take effect after any later transaction of its
+            // connection, and delete what that one set.
             dooms.entry(tx.session.0).or_default().push(Placed {
                 point,
-                at: tx.sent_at,
+                at: u64::MAX,
             });
         }
         let mut failures: Vec<(&Failure<'_>, Point, Point, bool)> = Vec::new();
@@ -692,7 +694,9 @@ impl Eval<'_, '_> {
             }
             _ => {}
         }
-        if let Some((i, _)) = mine {
+        // A wild holding stays wild: the transaction that set it may take
+        // effect after this one.
+        if let Some((i, Presence::Sure | Presence::Maybe)) = mine {
             self.gone(var, &[i]);
         }
         Ok(())
@@ -775,7 +779,7 @@ impl Eval<'_, '_> {
                     if p == Presence::Maybe {
                         h.seen = true;
                     }
-                    if d == Dup::Either {
+                    if p != Presence::Wild && dup && d == Dup::Either {
                         h.dup = Dup::No;
                     }
                 }
@@ -821,9 +825,12 @@ impl Eval<'_, '_> {
         }
     }
 
-    /// `session` holds `var` now (for sure, or wildly).
+    /// `session` holds `var` now (for sure, or wildly; a wild holding
+    /// stays wild).
     fn hold(&mut self, session: Session, since: u64, var: &str, dup: Dup, wild: bool) {
         let hs = self.holders(var);
+        let wild = wild || hs.iter().any(|h| h.session == session && h.wild);
+        let dup = if wild { Dup::Either } else { dup };
         hs.retain(|h| h.session != session);
         hs.push(Holding {
             session,
