@@ -11,7 +11,7 @@
 //!   simulated length of each run, `SIM_PLANT=<SkipLockDelay|...>` plants a
 //!   bug (and leaves liveness unchecked).
 //! - `SIM_TX=1` runs transaction clients beside the lock workload and
-//!   checks their history (T1–T4); `transactions_are_serializable` always
+//!   checks their history (T1–T5); `transactions_are_serializable` always
 //!   does, and with `SIM_TX_EXPECT_COMMITS=1` also asks every run to commit.
 
 use std::sync::Mutex;
@@ -213,7 +213,7 @@ fn faults_of_one_computer_take_no_lock_from_the_others() {
 }
 
 /// Runs with transaction clients: every history is strictly serializable
-/// per namespace (T1–T4). A cluster answers every transaction
+/// per namespace (T1–T5). A cluster answers every transaction
 /// `unavailable` until it decides them, which passes vacuously; with
 /// `SIM_TX_EXPECT_COMMITS=1` every run must also commit some.
 #[test]

@@ -147,7 +147,7 @@ fn fences_against_real_time_are_caught() {
     let mut h = History::default();
     h.ok((0, 1), S, "exists A", 11, "0");
     h.ok((2, 3), T, "exists A", 10, "0");
-    assert_eq!(h.rules(), ["T1"]);
+    assert_eq!(h.rules(), ["T5"]);
     // Concurrent, either order is fine.
     let mut h = History::default();
     h.ok((0, 3), S, "exists A", 11, "0");

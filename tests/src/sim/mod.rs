@@ -11,7 +11,7 @@
 //! The [`checker`] sees every client-visible event and checks S1–S5 online;
 //! the world adds S7, S8, L1–L5 and R1. In runs with
 //! [`Options::transactions`], transaction clients send lock transactions
-//! too, and [`txcheck`] checks their history (T1–T4) at the end.
+//! too, and [`txcheck`] checks their history (T1–T5) at the end.
 //!
 //! The files, from the bottom up: the leaves ([`checker`], [`clock`],
 //! [`net`], [`rng`], [`trace`], [`txcheck`], [`wire`]); `events`, what can happen at
@@ -97,7 +97,7 @@ pub struct Options {
     pub counted: bool,
     /// Transaction clients run beside the lock workload (dedicated ones,
     /// one to three a computer, on a stream of their own) and the history
-    /// of their transactions is checked at the end (T1–T4, see
+    /// of their transactions is checked at the end (T1–T5, see
     /// [`txcheck`]). Off, nothing of them is drawn or scheduled.
     pub transactions: bool,
 }

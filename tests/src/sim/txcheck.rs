@@ -3,9 +3,11 @@
 //! of a run for strict serializability, namespace by namespace.
 //!
 //! - **T1**, fences: the fences of one namespace's commits
-//!   (`TRANSACTIONOK`) are unique, and a commit answered before another
-//!   was sent has the smaller fence. Fence order is then the order the
-//!   commits took effect in, and what follows replays them in it.
+//!   (`TRANSACTIONOK`) are unique. Fence order is the order the commits
+//!   took effect in, and what follows replays them in it.
+//! - **T5**, real time (strict serializability): a commit answered before
+//!   another was sent has the smaller fence. The placing of closes,
+//!   revocations, failures and lost transactions below leans on it.
 //! - **T2**, results: the commits, replayed in fence order in a model of
 //!   the namespace (the semantics of [`crate::txmodel`]), give exactly the
 //!   `results` seen, and none committed with an asserted statement false.
@@ -175,7 +177,7 @@ impl TxChecker {
             .count() as u64
     }
 
-    /// Checks T1–T3 over the whole history (see the module's comment).
+    /// Checks T1–T3 and T5 over the whole history (see the module's comment).
     pub fn finish(&self) -> Vec<Violation> {
         let namespaces: BTreeSet<&str> = self
             .txs
@@ -309,7 +311,7 @@ impl<'a> History<'a> {
         self.replay(found);
     }
 
-    /// T1.
+    /// T1 and T5.
     fn check_fences(&self, found: &mut Vec<Violation>) {
         let ns = self.ns;
         for pair in self.commits.windows(2) {
@@ -345,7 +347,7 @@ impl<'a> History<'a> {
                 );
                 found.push(Violation {
                     at: c.at,
-                    rule: "T1",
+                    rule: "T5",
                     what,
                 });
             }

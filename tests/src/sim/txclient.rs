@@ -385,7 +385,7 @@ impl TxClients {
         }
     }
 
-    /// Checks the whole history (T1–T3) at the end of the run.
+    /// Checks the whole history (T1–T3, T5) at the end of the run.
     pub fn finish(&self, world: &mut World) {
         for v in self.history.finish() {
             world.checker.report(v.at, v.rule, v.what);
