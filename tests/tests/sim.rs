@@ -10,6 +10,9 @@
 //! - `SIM_NODES=<n>` fixes the number of computers, `SIM_MINUTES=<m>` the
 //!   simulated length of each run, `SIM_PLANT=<SkipLockDelay|...>` plants a
 //!   bug (and leaves liveness unchecked).
+//! - `SIM_TX=1` runs transaction clients beside the lock workload and
+//!   checks their history (T1–T5); `transactions_are_serializable` always
+//!   does, and with `SIM_TX_EXPECT_COMMITS=1` also asks every run to commit.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant};
 use snaplock_proto::wire::Message;
 use snaplock_tests::sim::checker::{Checker, LockSent, Locked, Mode, ReqId};
 use snaplock_tests::sim::wire::Wire;
-use snaplock_tests::sim::{self, Options, Plant, Report, SEC};
+use snaplock_tests::sim::{self, Options, Plant, Report, SEC, Stats};
 
 #[path = "sim/seeds.rs"]
 mod seeds;
@@ -66,6 +69,9 @@ fn options(seed: u64) -> Options {
     if env_u64("SIM_VICTIM") == Some(1) {
         opts = victim_options(opts);
     }
+    if env_u64("SIM_TX") == Some(1) {
+        opts.transactions = true;
+    }
     opts
 }
 
@@ -98,20 +104,23 @@ fn stopwatch() -> Instant {
 /// A long sweep (`progress`) prints one line per failure; a short one
 /// explains each failure with the end of its log.
 fn sweep(first: u64, count: u64, budget: Duration, progress: bool) -> (Vec<Report>, u64) {
-    sweep_with(first, count, budget, progress, &options)
+    let (failures, ran, _) = sweep_with(first, count, budget, progress, &options);
+    (failures, ran)
 }
 
-/// [`sweep`] with the options of each seed from `make`.
+/// [`sweep`] with the options of each seed from `make`; also returns the
+/// counts of every run, by seed.
 fn sweep_with(
     first: u64,
     count: u64,
     budget: Duration,
     progress: bool,
     make: &(dyn Fn(u64) -> Options + Sync),
-) -> (Vec<Report>, u64) {
+) -> (Vec<Report>, u64, Vec<(u64, Stats)>) {
     let next = AtomicU64::new(first);
     let ran = AtomicU64::new(0);
     let failures = Mutex::new(Vec::new());
+    let stats = Mutex::new(Vec::new());
     let started = stopwatch();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     std::thread::scope(|s| {
@@ -128,6 +137,10 @@ fn sweep_with(
                         sim::run_explained(&make(seed))
                     };
                     let done = ran.fetch_add(1, Ordering::Relaxed) + 1;
+                    stats
+                        .lock()
+                        .expect("no panic holds it")
+                        .push((seed, report.stats.clone()));
                     if !report.ok() {
                         if progress {
                             let v = &report.violations[0];
@@ -166,7 +179,9 @@ fn sweep_with(
         "{ran} seeds from {first} in {:.1?} on {threads} threads; failed first on: {by_rule:?}",
         started.elapsed()
     );
-    (failures, ran)
+    let mut stats = stats.into_inner().expect("no panic holds it");
+    stats.sort_by_key(|(seed, _)| *seed);
+    (failures, ran, stats)
 }
 
 #[test]
@@ -189,12 +204,83 @@ fn faults_of_one_computer_take_no_lock_from_the_others() {
     let count = env_u64("SIM_VICTIM_SEEDS").unwrap_or(150);
     let first = env_u64("SIM_FIRST").unwrap_or(0);
     let make = |seed| victim_options(options(seed));
-    let (failures, ran) = sweep_with(first, count, Duration::from_secs(900), false, &make);
+    let (failures, ran, _) = sweep_with(first, count, Duration::from_secs(900), false, &make);
     let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
     let known: Vec<u64> = R1_OPEN.iter().map(|(s, _)| *s).collect();
     let new: Vec<&u64> = seeds.iter().filter(|s| !known.contains(s)).collect();
     assert!(new.is_empty(), "failed seeds: {seeds:?} (known: {known:?})");
     assert_eq!(ran, count, "the sweep ran out of time");
+}
+
+/// Runs with transaction clients: every history is strictly serializable
+/// per namespace (T1–T5). A cluster answers every transaction
+/// `unavailable` until it decides them, which passes vacuously; with
+/// `SIM_TX_EXPECT_COMMITS=1` every run must also commit some.
+#[test]
+fn transactions_are_serializable() {
+    let count = env_u64("SIM_SEEDS").unwrap_or(20);
+    let first = env_u64("SIM_FIRST").unwrap_or(0);
+    let expect_commits = env_u64("SIM_TX_EXPECT_COMMITS") == Some(1);
+    let make = |seed| Options {
+        transactions: true,
+        ..options(seed)
+    };
+    let (failures, ran, stats) = sweep_with(first, count, Duration::from_secs(900), false, &make);
+    let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
+    assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
+    assert_eq!(ran, count, "the sweep ran out of time");
+    let sent: u64 = stats.iter().map(|(_, s)| s.transactions).sum();
+    let committed: u64 = stats.iter().map(|(_, s)| s.tx_commits).sum();
+    println!("{sent} transactions sent, {committed} committed");
+    assert!(
+        stats.iter().all(|(_, s)| s.transactions > 0),
+        "a run sent no transaction"
+    );
+    if expect_commits {
+        let idle: Vec<u64> = stats
+            .iter()
+            .filter(|(_, s)| s.tx_commits == 0)
+            .map(|(seed, _)| *seed)
+            .collect();
+        assert!(idle.is_empty(), "runs that committed nothing: {idle:?}");
+    }
+}
+
+/// One agent alone decides transactions today: its runs (crashes,
+/// restarts and pauses of its computer included) commit, and their
+/// histories pass the checker, which a checker too strict would not.
+#[test]
+fn transactions_of_one_agent_commit_and_are_serializable() {
+    let make = |seed| Options {
+        transactions: true,
+        nodes: Some(1),
+        ..options(seed)
+    };
+    let (failures, ran, stats) = sweep_with(0, 10, Duration::from_secs(900), false, &make);
+    let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
+    assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
+    assert_eq!(ran, 10, "the sweep ran out of time");
+    for (seed, s) in &stats {
+        assert!(s.tx_commits > 0, "seed {seed} committed nothing: {s:?}");
+    }
+}
+
+#[test]
+fn a_run_with_transactions_replays_the_same() {
+    for nodes in [1, 3] {
+        let opts = Options {
+            transactions: true,
+            nodes: Some(nodes),
+            duration: 120 * SEC,
+            stop_at_first: false,
+            ..options(5)
+        };
+        let (a, b) = (sim::run(&opts), sim::run(&opts));
+        assert_eq!(a.trace_hash, b.trace_hash, "{nodes} nodes");
+        assert_eq!(a.stats, b.stats, "{nodes} nodes");
+        assert_eq!(a.violations, b.violations, "{nodes} nodes");
+        assert!(a.stats.transactions > 0, "{nodes} nodes: {a}");
+    }
 }
 
 #[test]

@@ -57,7 +57,8 @@ impl Mode {
 pub struct Violation {
     /// True time, µs.
     pub at: u64,
-    /// `S1`..`S8`, `L1`..`L4`, or `harness`.
+    /// `S1`..`S8`, `L1`..`L5`, `R1`, `T1`..`T5` (transactions, see
+    /// [`super::txcheck`]), `reply`, `panic` or `harness`.
     pub rule: &'static str,
     /// The records involved.
     pub what: String,

@@ -31,6 +31,8 @@ pub(super) enum Ev {
     ConnDropped(ClientId),
     /// A workload client's own timer.
     Worker { worker: usize, generation: u64 },
+    /// A transaction client's own timer.
+    TxClient { client: usize, generation: u64 },
     /// The next fault, while faults run.
     Fault,
     /// A fault's end: a cut heals, a computer resumes or restarts.

@@ -9,14 +9,17 @@
 //! in some runs, far apart. Workload clients lock a few hot names and obey the lease
 //! contract; probes check liveness in quiet windows after every fault heals.
 //! The [`checker`] sees every client-visible event and checks S1–S5 online;
-//! the world adds S7, S8, L1–L5 and R1.
+//! the world adds S7, S8, L1–L5 and R1. In runs with
+//! [`Options::transactions`], transaction clients send lock transactions
+//! too, and [`txcheck`] checks their history (T1–T5) at the end.
 //!
 //! The files, from the bottom up: the leaves ([`checker`], [`clock`],
-//! [`net`], [`rng`], [`trace`], [`wire`]); `events`, what can happen at
+//! [`net`], [`rng`], [`trace`], [`txcheck`], [`wire`]); `events`, what can happen at
 //! an instant; `world`, the event queue, the computers (`nodes`), the
 //! links (`links`) and what the world checks itself (`checks`); the parts
 //! that act on the world, each owning its state and given the world as an
-//! argument: `faults`, `client` (the workload) and `probes`; and `run`,
+//! argument: `faults`, `client` (the workload), `txclient` (the
+//! transaction clients) and `probes`; and `run`,
 //! which takes the events off the queue and hands each to whom it
 //! concerns. The world calls no part, and no part calls another.
 //!
@@ -39,6 +42,8 @@ mod probes;
 pub mod rng;
 mod run;
 pub mod trace;
+pub mod txcheck;
+mod txclient;
 pub mod wire;
 mod world;
 
@@ -90,6 +95,11 @@ pub struct Options {
     /// seeds kept for what they once showed (the one-computer runs' lists
     /// in `tests/tests/sim/seeds.rs`) still show it.
     pub counted: bool,
+    /// Transaction clients run beside the lock workload (dedicated ones,
+    /// one to three a computer, on a stream of their own) and the history
+    /// of their transactions is checked at the end (T1–T5, see
+    /// [`txcheck`]). Off, nothing of them is drawn or scheduled.
+    pub transactions: bool,
 }
 
 impl Options {
@@ -107,6 +117,7 @@ impl Options {
             victim: None,
             l5: true,
             counted: true,
+            transactions: false,
         }
     }
 }
@@ -194,6 +205,10 @@ pub struct Stats {
     pub crashes: u64,
     /// Quiet windows whose liveness probes ran.
     pub quiet_windows: u64,
+    /// TRANSACTIONs sent by transaction clients.
+    pub transactions: u64,
+    /// TRANSACTIONOK they received.
+    pub tx_commits: u64,
 }
 
 /// The result of one run.

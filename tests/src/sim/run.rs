@@ -10,6 +10,7 @@ use super::client::Workload;
 use super::events::Ev;
 use super::faults::Faults;
 use super::probes::Probes;
+use super::txclient::TxClients;
 use super::world::{Who, World};
 use super::{Options, Report};
 
@@ -17,6 +18,8 @@ pub(super) struct Run {
     world: World,
     faults: Faults,
     workload: Workload,
+    /// Only in runs with `Options::transactions`.
+    tx: Option<TxClients>,
     probes: Probes,
 }
 
@@ -25,11 +28,13 @@ impl Run {
         let (mut world, fault_rng) = World::new(opts);
         let workload = Workload::new(&mut world);
         let faults = Faults::start(&mut world, fault_rng);
+        let tx = world.opts.transactions.then(|| TxClients::new(&mut world));
         world.at(world.opts.duration, Ev::End);
         Run {
             world,
             faults,
             workload,
+            tx,
             probes: Probes::default(),
         }
     }
@@ -40,6 +45,9 @@ impl Run {
             if self.world.done() {
                 break;
             }
+        }
+        if let Some(tx) = &self.tx {
+            tx.finish(&mut self.world);
         }
         self.world.report()
     }
@@ -66,10 +74,20 @@ impl Run {
             Ev::ClientRecv { conn, msg } => self.client_recv(conn, msg),
             Ev::ConnDropped(conn) => match world.conn_dropped(conn) {
                 Some(Who::Worker(w)) => self.workload.dropped(world, w, conn),
+                Some(Who::TxClient(c)) => {
+                    if let Some(tx) = &mut self.tx {
+                        tx.dropped(world, c, conn);
+                    }
+                }
                 Some(Who::Probe) => self.probes.dropped(world, conn),
                 None => {}
             },
             Ev::Worker { worker, generation } => self.workload.timer(world, worker, generation),
+            Ev::TxClient { client, generation } => {
+                if let Some(tx) = &mut self.tx {
+                    tx.timer(world, client, generation);
+                }
+            }
             Ev::Fault => self.faults.fault(world),
             Ev::FaultEnd(id) => self.faults.end(world, id),
             Ev::Phase(p) => self.faults.phase(world, p),
@@ -85,6 +103,11 @@ impl Run {
         };
         match c.who {
             Who::Worker(w) => self.workload.recv(&mut self.world, w, conn, msg),
+            Who::TxClient(t) => {
+                if let Some(tx) = &mut self.tx {
+                    tx.recv(&mut self.world, t, conn, msg);
+                }
+            }
             Who::Probe => self.probes.recv(&mut self.world, c.node, conn, msg),
         }
     }

@@ -48,6 +48,8 @@ pub struct Wire {
     /// (object, home, req) → (mode, limit) of every ticket a leader was
     /// told of (`ADDTICKET`).
     kinds: BTreeMap<(Vec<u8>, String, u64), (Mode, u64)>,
+    /// The key (session) of each ticket of a transaction variable.
+    keys: BTreeMap<(Vec<u8>, String, u64), String>,
     /// (voter id, object) → the tickets (home, req) it stands behind with a
     /// yes vote, and the epoch of that vote; a `DROPTICKET` it receives
     /// ends one, and a vote of a later epoch all older ones.
@@ -178,6 +180,10 @@ impl Wire {
                     let limit = num(msg, "limit").unwrap_or(u64::MAX);
                     self.kinds
                         .insert((object.to_vec(), home.to_owned(), req), (mode, limit));
+                    if let Some(key) = msg.get_str("key") {
+                        self.keys
+                            .insert((object.to_vec(), home.to_owned(), req), key.to_owned());
+                    }
                 }
             }
             "LOCKTICKETS" => {
@@ -187,6 +193,8 @@ impl Wire {
                     let limit = t.limit.map_or(u64::MAX, u64::from);
                     self.kinds
                         .insert((t.object.clone(), t.home.clone(), t.req), (t.mode, limit));
+                    self.keys
+                        .insert((t.object.clone(), t.home.clone(), t.req), t.key.clone());
                 }
                 self.note_state(to, msg, &tickets);
             }
@@ -258,7 +266,28 @@ impl Wire {
             .or_default();
         set.retain(|_, e| *e >= epoch);
         set.insert((home.to_owned(), req), epoch);
-        let votes: Vec<(String, u64)> = set.keys().cloned().collect();
+        let mut votes: Vec<(String, u64)> = set.keys().cloned().collect();
+        // The tickets of one session on a transaction variable never
+        // count against each other (docs/cluster.md, "Transactions"): one
+        // vote per session, the most exclusive.
+        if object.first() == Some(&0) {
+            let session = |v: &(String, u64)| {
+                let key = self.keys.get(&(object.to_vec(), v.0.clone(), v.1));
+                (
+                    v.0.clone(),
+                    key.cloned().unwrap_or_else(|| format!("?{}", v.1)),
+                )
+            };
+            let mut seen = BTreeMap::new();
+            for v in &votes {
+                let exclusive = kind(v).is_some_and(|(m, _)| m == Mode::Exclusive);
+                let e = seen.entry(session(v)).or_insert_with(|| v.clone());
+                if exclusive {
+                    *e = v.clone();
+                }
+            }
+            votes = seen.into_values().collect();
+        }
         if votes.len() < 2 {
             return Ok(());
         }

@@ -92,6 +92,8 @@ pub(super) enum CoreSide {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Who {
     Worker(usize),
+    /// A transaction client (`Options::transactions`).
+    TxClient(usize),
     Probe,
 }
 
