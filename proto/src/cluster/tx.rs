@@ -59,6 +59,10 @@ pub(crate) struct InFlight {
     /// said again every [`super::home::RESEND`] until the home answers (its
     /// `TXACK` may be lost with a link).
     pub done: Option<Time>,
+    /// Without new holdings: the leaders that agreed to its fence (bit i =
+    /// leader i, the owner's own included), and when they were last asked.
+    pub fence_votes: u8,
+    pub fence_asked: Time,
 }
 
 impl InFlight {

@@ -157,6 +157,7 @@ impl World {
         }
         self.log(|| format!("n{i} pauses"));
         self.nodes[i].paused = true;
+        self.pauses.push((self.now, i));
         self.update_usable();
     }
 

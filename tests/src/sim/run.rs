@@ -46,7 +46,7 @@ impl Run {
                 break;
             }
         }
-        if let Some(tx) = &self.tx {
+        if let Some(tx) = &mut self.tx {
             tx.finish(&mut self.world);
         }
         self.world.report()

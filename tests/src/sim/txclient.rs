@@ -91,6 +91,8 @@ pub(super) struct TxClients {
     clients: Vec<Client>,
     spaces: Vec<Space>,
     next_tx: u64,
+    /// Every connection opened, and its computer.
+    conns: Vec<(u64, usize)>,
     /// Every transaction sent and what became of it.
     pub history: TxChecker,
 }
@@ -112,6 +114,7 @@ impl TxClients {
             clients: Vec::new(),
             spaces,
             next_tx: 1,
+            conns: Vec::new(),
             history: TxChecker::new(),
         };
         for node in 0..world.nodes.len() {
@@ -164,6 +167,7 @@ impl TxClients {
                 let (node, uid) = (self.clients[c].node, self.clients[c].uid);
                 match world.open_conn(node, Who::TxClient(c), uid) {
                     Some(conn) => {
+                        self.conns.push((conn.0, node));
                         let client = &mut self.clients[c];
                         client.conn = Some(conn);
                         client.first_tag = client.next_tag;
@@ -386,7 +390,19 @@ impl TxClients {
     }
 
     /// Checks the whole history (T1–T3, T5) at the end of the run.
-    pub fn finish(&self, world: &mut World) {
+    ///
+    /// A paused agent sends its connection the revocation notice only when
+    /// it resumes, while the leaders may drop its variables `release_delay`
+    /// after they last heard it: its clients, told by `ALIVE` how long it
+    /// vouches for them (docs/cluster.md, "The holder's side"), stop
+    /// relying on them before. So a pause counts as an end of every
+    /// connection of that computer, for the holdings set before it.
+    pub fn finish(&mut self, world: &mut World) {
+        for &(at, node) in &world.pauses {
+            for &(conn, _) in self.conns.iter().filter(|(_, n)| *n == node) {
+                self.history.ended(at, conn);
+            }
+        }
         for v in self.history.finish() {
             world.checker.report(v.at, v.rule, v.what);
         }

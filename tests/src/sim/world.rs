@@ -136,6 +136,9 @@ pub(super) struct World {
     pub stats: Stats,
     pub next_req: u64,
     pub stopped: bool,
+    /// When each computer was paused, and which: the transaction checker
+    /// lets the variables of its connections vanish from then on.
+    pub pauses: Vec<(u64, usize)>,
 }
 
 /// The `listen` address of computer `i`.
@@ -221,6 +224,7 @@ impl World {
             stats: Stats::default(),
             next_req: 1,
             stopped: false,
+            pauses: Vec::new(),
             knobs,
         };
         world.checker.liveness = opts.liveness;

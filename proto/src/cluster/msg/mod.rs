@@ -20,6 +20,7 @@
 //! | `LOCKED`, `LOCKFAILED`, `HASTICKET` | owner → home | the grant, the refusal, the check |
 //! | `TRANSACTION`, `TXACK` | home → owner | a client's transaction; applied, or given up |
 //! | `TXDONE`, `TXFAILED` | owner → home | the transaction ran, or did not |
+//! | `TXFENCE`, `TXFENCED` | owner ↔ followers | a transaction without new holdings, agreed |
 
 use std::time::Duration;
 
@@ -214,6 +215,24 @@ pub(crate) enum PeerMsg {
         error: &'static str,
         description: String,
     },
+    /// The owner asks a follower to agree to the fence of transaction
+    /// `req` of `home`, which has no new holding to vote for.
+    TxFence {
+        epoch: u64,
+        namespace: Vec<u8>,
+        req: u64,
+        home: String,
+        fence: u64,
+    },
+    /// The follower's answer: `ok` when it acts in the epoch.
+    TxFenced {
+        epoch: u64,
+        namespace: Vec<u8>,
+        req: u64,
+        home: String,
+        fence: u64,
+        ok: bool,
+    },
     /// The home applied the transaction (`ok`), or gave it up.
     TxAck {
         epoch: u64,
@@ -237,6 +256,8 @@ impl PeerMsg {
             | PeerMsg::LockActivated { .. }
             | PeerMsg::DropTicket(_)
             | PeerMsg::Tx(_)
+            | PeerMsg::TxFence { .. }
+            | PeerMsg::TxFenced { .. }
             | PeerMsg::TxAck { .. } => Role::Leader,
             PeerMsg::Locked { .. }
             | PeerMsg::LockFailed { .. }
@@ -256,6 +277,8 @@ impl PeerMsg {
             | PeerMsg::Tickets { epoch, .. }
             | PeerMsg::Unlock { epoch, .. }
             | PeerMsg::TxFailed { epoch, .. }
+            | PeerMsg::TxFence { epoch, .. }
+            | PeerMsg::TxFenced { epoch, .. }
             | PeerMsg::TxAck { epoch, .. } => Some(*epoch),
             PeerMsg::Lock(l) => Some(l.epoch),
             PeerMsg::Tx(t) => Some(t.epoch),
@@ -291,6 +314,8 @@ impl PeerMsg {
             PeerMsg::TxDone(_) => "TXDONE",
             PeerMsg::TxFailed { .. } => "TXFAILED",
             PeerMsg::TxAck { .. } => "TXACK",
+            PeerMsg::TxFence { .. } => "TXFENCE",
+            PeerMsg::TxFenced { .. } => "TXFENCED",
         }
     }
 
@@ -426,6 +451,21 @@ impl PeerMsg {
                     .get_str("description")
                     .unwrap_or("refused by the leaders")
                     .to_owned(),
+            },
+            "TXFENCE" => PeerMsg::TxFence {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                home: text(m, "home")?,
+                fence: num(m, "fence")?,
+            },
+            "TXFENCED" => PeerMsg::TxFenced {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                home: text(m, "home")?,
+                fence: num(m, "fence")?,
+                ok: m.get("ok") == Some(b"true"),
             },
             "TXACK" => PeerMsg::TxAck {
                 epoch: num(m, "epoch")?,
@@ -580,6 +620,30 @@ impl PeerMsg {
                 ok,
             } => {
                 put_tx_head(&mut m, epoch, namespace, req);
+                m.set("ok", if ok { "true" } else { "false" });
+            }
+            PeerMsg::TxFence {
+                epoch,
+                namespace,
+                req,
+                home,
+                fence,
+            } => {
+                put_tx_head(&mut m, epoch, namespace, req);
+                m.set_owned("home", home.into_bytes());
+                m.set_u64("fence", fence);
+            }
+            PeerMsg::TxFenced {
+                epoch,
+                namespace,
+                req,
+                home,
+                fence,
+                ok,
+            } => {
+                put_tx_head(&mut m, epoch, namespace, req);
+                m.set_owned("home", home.into_bytes());
+                m.set_u64("fence", fence);
                 m.set("ok", if ok { "true" } else { "false" });
             }
         }

@@ -196,6 +196,21 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             req: 40,
             ok: false,
         },
+        PeerMsg::TxFence {
+            epoch: 7,
+            namespace: b"n".to_vec(),
+            req: 40,
+            home: A.to_owned(),
+            fence: 1 << 41,
+        },
+        PeerMsg::TxFenced {
+            epoch: 7,
+            namespace: b"n".to_vec(),
+            req: 40,
+            home: A.to_owned(),
+            fence: 1 << 41,
+            ok: true,
+        },
     ];
     all.extend(
         parts

@@ -27,7 +27,7 @@ impl Core {
     }
 
     /// Every leader of the epoch, as a mask (bit i = leader i).
-    fn all_leaders(&self) -> u8 {
+    pub(super) fn all_leaders(&self) -> u8 {
         (1u8 << self.cluster.epoch.leaders.len()) - 1
     }
 
@@ -98,6 +98,23 @@ impl Core {
                 Ok(())
             }
             PeerMsg::Tx(req) => self.owner_tx(now, from, req),
+            PeerMsg::TxFence {
+                namespace,
+                req,
+                home,
+                fence,
+                ..
+            } => self.follower_tx_fence(now, from, namespace, req, home, fence),
+            PeerMsg::TxFenced {
+                req,
+                home,
+                fence,
+                ok,
+                ..
+            } => {
+                self.owner_tx_fenced(from, &home, req, fence, ok);
+                Ok(())
+            }
             PeerMsg::TxAck { req, ok, .. } => {
                 self.owner_tx_ack(now, from, req, ok);
                 Ok(())

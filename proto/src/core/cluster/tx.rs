@@ -237,6 +237,7 @@ impl Core {
         };
         let fence = self.next_tx_fence();
         let first = self.first_followers(&home);
+        let me_bit = self.my_index().map_or(0, |i| 1u8 << i);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let mut f = InFlight {
             queued: q,
@@ -246,6 +247,8 @@ impl Core {
             renews: Vec::new(),
             deletes: Vec::new(),
             done: None,
+            fence_votes: me_bit,
+            fence_asked: now.mono,
         };
         let mut next_req = f.queued.req.req;
         for (var, t) in touched {
@@ -322,6 +325,12 @@ impl Core {
             self.send(To::Leaders(first), add);
         }
         let skip_votes = self.cluster.cfg.plant == Plant::TxSkipVote;
+        if sets.is_empty() && !skip_votes {
+            // No holding to vote for: the leaders agree to its fence alone,
+            // so that no owner of this epoch that stopped acting answers
+            // it, and the next epoch's fences start above it.
+            self.ask_fence(&tx_key, first);
+        }
         let mut at_once = Vec::new();
         for (name, req, _) in &sets {
             let l = self.cluster.leader.table.as_mut().expect("ready leader");
@@ -381,6 +390,8 @@ impl Core {
 
     /// `TXDONE` once every new holding of the transaction has its majority.
     fn tx_try_done(&mut self, key: &(Id, u64)) {
+        let majority = self.cluster.leader_majority();
+        let plant = self.cluster.cfg.plant;
         let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
         };
@@ -396,12 +407,98 @@ impl Core {
                     .is_some_and(|p| matches!(o.tickets[p].state, LeaderState::Held { .. }))
             })
         });
-        if !voted {
+        let agreed = !f.sets.is_empty()
+            || f.fence_votes.count_ones() as usize >= majority
+            || plant == Plant::TxSkipVote;
+        if !voted || !agreed {
             return;
         }
         l.tx.inflight.get_mut(key).expect("in flight").done = Some(self.last_now);
         let done = self.tx_done_msg(&key.0, key.1);
         self.send(To::Agent(&key.0), done);
+    }
+
+    /// Asks leaders `to` to agree to the fence of in-flight transaction
+    /// `key`, which has no new holding.
+    fn ask_fence(&mut self, key: &(Id, u64), to: u8) {
+        let epoch = self.cluster.epoch.number;
+        let Some(f) = (self.cluster.leader.table.as_mut()).and_then(|l| l.tx.inflight.get_mut(key))
+        else {
+            return;
+        };
+        f.fence_asked = self.last_now;
+        let ask = PeerMsg::TxFence {
+            epoch,
+            namespace: f.queued.req.namespace.clone(),
+            req: key.1,
+            home: key.0.to_string(),
+            fence: f.fence,
+        };
+        self.send(To::Leaders(to), ask);
+    }
+
+    /// `TXFENCE`: the owner of the namespace asks this follower to agree
+    /// to a transaction's fence. It does while it acts in the epoch and no
+    /// lock-delay runs, as it votes for a grant, and keeps the fence as
+    /// one it saw (its record, its report's floor).
+    pub(super) fn follower_tx_fence(
+        &mut self,
+        now: Now,
+        from: &Id,
+        namespace: Vec<u8>,
+        req: u64,
+        home: String,
+        fence: u64,
+    ) -> Result<(), BadField> {
+        if self.owner_of(&var_object(&namespace, b"")).as_ref() != Some(from) {
+            return Err(BadField("namespace (sender is not its owner)"));
+        }
+        let acting = self.cluster.acting(now.mono);
+        let delayed = (self.cluster.leader.table.as_ref())
+            .is_some_and(|l| l.delay_until.is_some_and(|d| now.mono < d));
+        let ok = acting && !delayed;
+        if ok {
+            self.raise_floor(fence);
+        }
+        let answer = PeerMsg::TxFenced {
+            epoch: self.cluster.epoch.number,
+            namespace,
+            req,
+            home,
+            fence,
+            ok,
+        };
+        self.send(To::Agent(from), answer);
+        Ok(())
+    }
+
+    /// `TXFENCED`: a follower's answer about a transaction's fence.
+    pub(super) fn owner_tx_fenced(
+        &mut self,
+        from: &Id,
+        home: &str,
+        req: u64,
+        fence: u64,
+        ok: bool,
+    ) {
+        let Some(i) = self.cluster.epoch.leaders.iter().position(|l| l == from) else {
+            return;
+        };
+        let Some(l) = self.cluster.leader.table.as_mut() else {
+            return;
+        };
+        let Some((key, f)) =
+            l.tx.inflight
+                .iter_mut()
+                .find(|(k, _)| k.1 == req && *k.0 == *home)
+        else {
+            return;
+        };
+        if ok && f.fence == fence {
+            f.fence_votes |= 1 << i;
+        }
+        let key = key.clone();
+        self.tx_try_done(&key);
     }
 
     /// A new holding `req` of `home` has its majority.
@@ -534,6 +631,23 @@ impl Core {
         for (home, req) in again {
             let done = self.tx_done_msg(&home, req);
             self.send(To::Agent(&home), done);
+        }
+        // A fence not agreed by a majority a ping_interval after it was
+        // asked: every other leader is asked (again).
+        let all_others = self.all_leaders() & !self.my_index().map_or(0, |i| 1u8 << i);
+        let interval = self.cluster.cfg.ping_interval;
+        let l = self.cluster.leader.table.as_ref().expect("leader");
+        let majority = self.cluster.leader_majority();
+        let short: Vec<(Id, u64)> =
+            l.tx.inflight
+                .iter()
+                .filter(|(_, f)| f.done.is_none() && f.sets.is_empty())
+                .filter(|(_, f)| (f.fence_votes.count_ones() as usize) < majority)
+                .filter(|(_, f)| f.fence_asked + interval <= now.mono)
+                .map(|(k, _)| k.clone())
+                .collect();
+        for key in short {
+            self.ask_fence(&key, all_others);
         }
         for ns in retry {
             self.tx_run(now, &ns);
