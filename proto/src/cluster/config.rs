@@ -79,7 +79,8 @@ pub enum Plant {
     /// The owner of a namespace answers a transaction without the votes
     /// of a majority for its new holdings.
     TxSkipVote,
-    /// A home keeps the variables of a connection that closed.
+    /// The owner keeps a variable whose home released it (its connection
+    /// closed, its time ran out): the name stays taken by nobody (L5).
     TxKeepClosed,
 }
 

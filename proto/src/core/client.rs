@@ -81,12 +81,8 @@ impl Core {
         if self.authority.is_cluster() {
             self.home_tx_closed(client);
         }
-        let keep_vars = self.cluster.cfg.plant == crate::cluster::Plant::TxKeepClosed;
         let mut touched = BTreeSet::new();
         for (id, name) in state.tickets {
-            if keep_vars && crate::vocab::split_var_object(&name).is_some() {
-                continue;
-            }
             let Some(object) = self.table.objects.get_mut(&name) else {
                 continue;
             };

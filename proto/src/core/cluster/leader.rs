@@ -92,7 +92,9 @@ impl Core {
             PeerMsg::Lock(lock) => self.owner_lock(now, from, lock),
             PeerMsg::Unlock { object, req, .. } => {
                 // A transaction's new holding ends with the transaction.
-                if !self.tx_holds(from, req) {
+                let keep = self.cluster.cfg.plant == Plant::TxKeepClosed
+                    && crate::vocab::split_var_object(&object).is_some();
+                if !self.tx_holds(from, req) && !keep {
                     self.owner_release(now, &object, from, req);
                 }
                 Ok(())
