@@ -335,6 +335,7 @@ fn transactions_are_atomic_durable_and_read_nothing_dirty_when_the_owner_crashes
 /// new fences until the fence bound, which the progress check does not
 /// judge.
 #[test]
+#[ignore = "about a minute in release"]
 fn every_transaction_can_finish_when_the_owner_crashes() {
     assert_progress_of(tx_scope(0, 0b001), false);
 }

@@ -20,6 +20,14 @@
 //! rest); no session releases or renews what it set, and none runs a
 //! second transaction; the owner keeps no record of a read-only or failed
 //! transaction (a re-sent one runs again, as a new one would).
+//!
+//! Kept as the code does it, because the model showed it matters: a home
+//! revokes a session's holdings at home only (the owner drops them all in
+//! one step, on the home's next `Have`), the owner drops a silent home's
+//! holdings together, and it runs queued transactions at its tick
+//! (`Action::TxRun`), never between two tickets of one message. With one
+//! `UNLOCK` per variable and a run right after each, session 1 saw X gone
+//! and Y still held after session 0's home revoked.
 
 use stateright::{Model, Property};
 
