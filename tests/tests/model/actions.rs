@@ -8,7 +8,7 @@
 
 use stateright::{Model, Property};
 
-use crate::state::{C, Delay, Design, Id, Member, Msg, N, Req, State, Ticket};
+use crate::state::{C, Delay, Design, Id, Member, Msg, N, Req, State, Ticket, Workload};
 use crate::steps::{Cluster, bit};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -51,6 +51,7 @@ pub enum Action {
     ReAsk {
         owner: u8,
         to: u8,
+        k: u8,
     },
     /// The owner has a majority of votes and grants.
     Grant(u8),
@@ -64,6 +65,17 @@ pub enum Action {
     },
     /// The lock-delay of the epoch ends.
     DelayOver(u8),
+    /// The session sends its transaction.
+    ClientTx(u8),
+    /// The home's every-second re-send of a transaction in flight.
+    ResendTx(u8),
+    /// `TX_WAIT` passed without an answer: the home gives up.
+    GiveUpTx(u8),
+    /// The owner runs its queued transactions once nothing blocks them.
+    TxRun(u8),
+    /// The owner sends `TXDONE` once it may (acting again, lock-delay
+    /// over).
+    TxDone(u8),
 }
 
 impl Action {
@@ -136,6 +148,19 @@ impl Model for Cluster {
                 continue;
             }
             let owner = s.owner(cfg, home.epoch);
+            if cfg.workload == Workload::Tx {
+                match s.clients[usize::from(c)] {
+                    Req::Idle => out.push(Action::ClientTx(c)),
+                    Req::Waiting => {
+                        out.push(Action::GiveUpTx(c));
+                        if s.is_current(owner) && self.tx_lost(s, c, home.epoch, owner.slot) {
+                            out.push(Action::ResendTx(c));
+                        }
+                    }
+                    _ => {}
+                }
+                continue;
+            }
             match s.clients[usize::from(c)] {
                 Req::Idle => out.push(Action::ClientLock(c)),
                 Req::Held { .. } => out.push(Action::ClientUnlock(c)),
@@ -152,9 +177,12 @@ impl Model for Cluster {
             if !home.alive {
                 continue;
             }
-            let active = self
-                .clients_at(h)
-                .any(|c| matches!(s.clients[usize::from(c)], Req::Waiting | Req::Held { .. }));
+            // A transaction waiting is not revoked: it is given up.
+            let active = self.clients_at(h).any(|c| match s.clients[usize::from(c)] {
+                Req::Held { .. } => true,
+                Req::Waiting => cfg.workload == Workload::Locks,
+                _ => false,
+            });
             if active && !s.in_contact(cfg, h) {
                 out.push(Action::Revoke(h));
             }
@@ -174,8 +202,8 @@ impl Model for Cluster {
                     set,
                 };
                 let stale = self
-                    .clients_at(h)
-                    .any(|c| set & bit(c) == 0 && om.table.tickets[usize::from(c)] != Ticket::None);
+                    .slots_at(h)
+                    .any(|k| set & bit(k) == 0 && om.table.tickets[usize::from(k)] != Ticket::None);
                 if s.is_current(owner)
                     && om.epoch == home.epoch
                     && om.ready
@@ -191,7 +219,19 @@ impl Model for Cluster {
                 continue;
             }
             let m = &s.members[usize::from(o)];
-            if let Some((c, fence, voters, _)) = Self::asking(&m.table) {
+            if self.tx_runnable(s, o) {
+                out.push(Action::TxRun(o));
+            }
+            if self.tx_may_finish(s, o) {
+                out.push(Action::TxDone(o));
+            }
+            for (c, fence, voters) in
+                cfg.slots()
+                    .filter_map(|k| match m.table.tickets[usize::from(k)] {
+                        Ticket::Asking { fence, voters, .. } => Some((k, fence, voters)),
+                        _ => None,
+                    })
+            {
                 for to in self.followers(s, o) {
                     let msg = Msg::Activate {
                         e: m.epoch,
@@ -207,23 +247,23 @@ impl Model for Cluster {
                         && !s.in_flight(o, to, &msg)
                         && !answered
                     {
-                        out.push(Action::ReAsk { owner: o, to });
+                        out.push(Action::ReAsk { owner: o, to, k: c });
                     }
                 }
-                if self.may_grant(s, o) {
-                    out.push(Action::Grant(o));
-                }
+            }
+            if cfg.workload == Workload::Locks && self.may_grant(s, o) {
+                out.push(Action::Grant(o));
             }
         }
         for l in 0..N as u8 {
             let m = &s.members[usize::from(l)];
-            for c in 0..C as u8 {
+            for k in cfg.slots() {
                 if m.alive
                     && m.ready
-                    && s.clients[usize::from(c)] == Req::Dead
-                    && m.table.tickets[usize::from(c)] != Ticket::None
+                    && s.clients[usize::from(cfg.ticket_session(k))] == Req::Dead
+                    && m.table.tickets[usize::from(k)] != Ticket::None
                 {
-                    out.push(Action::SilentDrop { leader: l, c });
+                    out.push(Action::SilentDrop { leader: l, c: k });
                 }
             }
         }
@@ -293,12 +333,14 @@ impl Model for Cluster {
                 let owner = s.owner(&self.config, e).slot;
                 s.send(h, owner, Msg::Have { e, home: h, set });
             }
-            Action::ReAsk { owner, to } => {
+            Action::ReAsk { owner, to, k } => {
                 let m = &s.members[usize::from(owner)];
                 let e = m.epoch;
-                let (c, fence, ..) = Self::asking(&m.table)?;
-                s.send(owner, to, Msg::AddTicket { e, c });
-                s.send(owner, to, Msg::Activate { e, c, fence });
+                let Ticket::Asking { fence, .. } = m.table.tickets[usize::from(k)] else {
+                    return None;
+                };
+                s.send(owner, to, Msg::AddTicket { e, c: k });
+                s.send(owner, to, Msg::Activate { e, c: k, fence });
             }
             Action::Grant(o) => self.grant(&mut s, o),
             Action::Revoke(h) => {
@@ -307,22 +349,54 @@ impl Model for Cluster {
                 for c in self.clients_at(h).collect::<Vec<_>>() {
                     let next = match s.clients[usize::from(c)] {
                         Req::Held { .. } => Req::Lost,
-                        Req::Waiting => Req::Failed,
+                        Req::Waiting if self.config.workload == Workload::Locks => Req::Failed,
                         _ => continue,
                     };
                     s.clients[usize::from(c)] = next;
-                    s.send(h, owner, Msg::Unlock { e, c });
+                    // A session's holdings are revoked at its home alone,
+                    // all at once; the owner drops them on the home's
+                    // next set of tickets (`Have`), in one step, not one
+                    // variable at a time.
+                    if self.config.workload == Workload::Locks {
+                        s.send(h, owner, Msg::Unlock { e, c });
+                    }
                 }
             }
             Action::SilentDrop { leader, c } => {
                 let t = &mut s.members[usize::from(leader)].table;
                 t.tickets[usize::from(c)] = Ticket::None;
                 t.queue.retain(|&q| q != c);
+                // The silent home's tickets go together.
+                let session = self.config.ticket_session(c);
+                for k in self.config.slots() {
+                    if self.config.ticket_session(k) == session {
+                        t.tickets[usize::from(k)] = Ticket::None;
+                    }
+                }
                 if self.is_owner(&s, leader) {
                     self.try_ask(&mut s, leader);
+                    if self.config.workload == Workload::Tx {
+                        self.tx_forget(&mut s, leader, self.config.ticket_session(c));
+                    }
                 }
             }
             Action::DelayOver(e) => s.delays[usize::from(e) - 1] = Delay::Over,
+            Action::ClientTx(c) | Action::ResendTx(c) => {
+                let h = self.home_of(c);
+                let e = s.members[usize::from(h)].epoch;
+                s.clients[usize::from(c)] = Req::Waiting;
+                let owner = s.owner(&self.config, e).slot;
+                s.send(h, owner, Msg::Tx { e, s: c });
+            }
+            Action::GiveUpTx(c) => {
+                let h = self.home_of(c);
+                let e = s.members[usize::from(h)].epoch;
+                s.clients[usize::from(c)] = Req::Failed;
+                let owner = s.owner(&self.config, e).slot;
+                s.send(h, owner, Msg::TxAck { e, s: c, ok: false });
+            }
+            Action::TxRun(o) => self.tx_run(&mut s, o),
+            Action::TxDone(o) => self.tx_try_done(&mut s, o),
         }
         // An agent's messages to itself are calls, not network traffic.
         while let Some(x) =
@@ -335,6 +409,9 @@ impl Model for Cluster {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
+        if self.config.workload == Workload::Tx {
+            return crate::tx::properties();
+        }
         vec![
             Property::always("S1 mutual exclusion", |_, s: &State| s.holders() <= 1),
             Property::always("S2 fences increase", |_, s: &State| !s.s2_broken),
@@ -342,7 +419,7 @@ impl Model for Cluster {
             Property::always("no deadlock", |m: &Cluster, s: &State| {
                 let mut acts = Vec::new();
                 m.actions(s, &mut acts);
-                s.all_final() || acts.iter().any(|a| !a.is_fault())
+                m.finished(s) || acts.iter().any(|a| !a.is_fault())
             }),
             Property::sometimes("a lock is delivered", |_, s: &State| {
                 s.last_delivered_fence > 0

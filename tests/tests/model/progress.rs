@@ -6,9 +6,10 @@
 //! the cluster" (AG EF finished, over fault-free steps). It rules out
 //! deadlocks (no step at all) and livelocks (steps, but all of them in
 //! circles that never finish a client, as split votes would). It is
-//! checked twice: with every fault-free step, and without revocations, so
-//! that a client cannot "finish" only by being failed by its home while the
-//! cluster is healthy.
+//! checked twice: with every fault-free step, and without revocations (nor
+//! a transaction given up for `TX_WAIT`), so that a client cannot "finish"
+//! only by being failed by its home while the cluster is healthy. A
+//! session that holds what its transaction set has finished.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -77,7 +78,7 @@ pub fn check(model: &Cluster, limit: usize, optimistic: bool) -> Progress {
             finished[id as usize] = optimistic;
             continue;
         }
-        if s.all_final() {
+        if model.finished(&s) {
             finished[id as usize] = true;
         }
         for (action, next) in model.next_steps(&s) {
@@ -96,7 +97,7 @@ pub fn check(model: &Cluster, limit: usize, optimistic: bool) -> Progress {
                 }
             };
             if !action.is_fault() {
-                let flag = if matches!(action, Action::Revoke(_)) {
+                let flag = if matches!(action, Action::Revoke(_) | Action::GiveUpTx(_)) {
                     REVOKE
                 } else {
                     0

@@ -1,5 +1,6 @@
 //! The state of the cluster model: three members (each a leader candidate
-//! and a home), two clients, one object name, per-link FIFO queues.
+//! and a home), two clients, one object name (or, with transactions, two
+//! sessions and two variables: model/tx.rs), per-link FIFO queues.
 //!
 //! Time is not a number here. Every timer of docs/cluster.md becomes a step
 //! that may happen at any moment its precondition holds (a re-sent request,
@@ -26,6 +27,11 @@ pub const N: usize = 3;
 pub const Q: usize = N / 2 + 1;
 /// Clients; client `c` lives on member `Config::homes[c]`.
 pub const C: usize = 2;
+/// Ticket slots of a leader's table. With locks, slot `c` is client `c`'s
+/// ticket on the one object (the third slot stays empty); with the
+/// transaction workload, a slot is one session's holding of one variable
+/// ([`Config::ticket_session`], [`Config::ticket_object`]).
+pub const K: usize = 3;
 /// Fences of epoch `e` start at `e * FENCE_SPAN` (`epoch << 20` in the real
 /// thing, scaled down).
 pub const FENCE_SPAN: u8 = 16;
@@ -47,6 +53,19 @@ pub enum Design {
     ReportedContact,
 }
 
+/// What the clients do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Two clients each take and release the one object once.
+    Locks,
+    /// Two sessions of one namespace, one transaction each (docs/cluster.md
+    /// "Transactions"): session 0 runs `assert set X; assert set Y`,
+    /// session 1 runs `set X; exists Y`. Sessions never release what they
+    /// set (a release only makes a later `set X` legal); a holding ends
+    /// with a revocation or its home's crash.
+    Tx,
+}
+
 /// Deliberate bugs; each must produce a counterexample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plant {
@@ -57,11 +76,24 @@ pub enum Plant {
     DoubleVote,
     /// The collector never applies the lock-delay.
     SkipLockDelay,
+    /// A transaction runs even when a variable it names has a ticket
+    /// inherited from a home the owner does not count yet.
+    TxIgnoreUncounted,
+    /// A home applies a `TXDONE` of an epoch older than its own (after it
+    /// gave the transaction up and reported).
+    TxApplyOldEpoch,
+    /// The owner frees the variables, and takes the new holdings as held,
+    /// when it sends `TXDONE` instead of when `TXACK ok` comes.
+    TxFreeAtDone,
+    /// The owner sends `TXDONE` once the first new holding has its
+    /// majority.
+    TxDoneFirstMajority,
 }
 
 #[derive(Clone, Debug)]
 pub struct Config {
     pub design: Design,
+    pub workload: Workload,
     pub plant: Plant,
     /// `fnv1a64(name) % len(leaders)`: which leader owns the object.
     pub owner_index: u8,
@@ -85,6 +117,7 @@ impl Config {
     pub fn small(design: Design, breaks: u8) -> Config {
         Config {
             design,
+            workload: Workload::Locks,
             plant: Plant::None,
             owner_index: 0,
             homes: [1, 2],
@@ -94,6 +127,38 @@ impl Config {
             max_epoch: 2,
             fence_room: 4,
         }
+    }
+
+    /// The session (client) a ticket slot belongs to.
+    pub fn ticket_session(&self, k: u8) -> u8 {
+        match self.workload {
+            Workload::Locks => k,
+            Workload::Tx => [0, 0, 1][usize::from(k)],
+        }
+    }
+
+    /// The object of a ticket slot: with transactions 0 is X and 1 is Y.
+    pub fn ticket_object(&self, k: u8) -> u8 {
+        match self.workload {
+            Workload::Locks => 0,
+            Workload::Tx => [0, 1, 0][usize::from(k)],
+        }
+    }
+
+    /// The ticket slots in use.
+    pub fn slots(&self) -> std::ops::Range<u8> {
+        match self.workload {
+            Workload::Locks => 0..C as u8,
+            Workload::Tx => 0..K as u8,
+        }
+    }
+
+    /// Two holdings that may not be voted for together: one object, two
+    /// sessions (every holding here is exclusive: no `dup`).
+    pub fn conflict(&self, k: u8, j: u8) -> bool {
+        k != j
+            && self.ticket_object(k) == self.ticket_object(j)
+            && self.ticket_session(k) != self.ticket_session(j)
     }
 }
 
@@ -161,7 +226,7 @@ impl Ticket {
 /// A leader's table for the one object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Table {
-    pub tickets: [Ticket; C],
+    pub tickets: [Ticket; K],
     /// Owner: arrival order of the tickets it holds (who_may_hold: first).
     pub queue: Vec<u8>,
     pub last_fence: u8,
@@ -171,7 +236,7 @@ pub struct Table {
 impl Table {
     pub fn empty(base: u8) -> Table {
         Table {
-            tickets: [Ticket::None; C],
+            tickets: [Ticket::None; K],
             queue: Vec::new(),
             last_fence: 0,
             base,
@@ -216,7 +281,8 @@ pub struct Report {
     pub from: Id,
     /// The frozen table of the last epoch it was a ready leader in.
     pub table: Option<(u8, Table)>,
-    pub home: [Option<HomeReq>; C],
+    /// Per ticket slot.
+    pub home: [Option<HomeReq>; K],
     pub max_fence: u8,
 }
 
@@ -234,7 +300,7 @@ pub enum Msg {
     /// a lock-delay runs, and (ReportedContact) the reporting agents.
     Tickets {
         e: u8,
-        held: [Option<u8>; C],
+        held: [Option<u8>; K],
         base: u8,
         delay: bool,
         reported: Vec<Id>,
@@ -279,6 +345,28 @@ pub enum Msg {
         e: u8,
         c: u8,
     },
+    /// TRANSACTION of session `s`.
+    Tx {
+        e: u8,
+        s: u8,
+    },
+    /// TXDONE with the results (the value of each statement).
+    TxDone {
+        e: u8,
+        s: u8,
+        fence: u8,
+        results: [bool; 2],
+    },
+    /// TXFAILED: an `assert` was false, nothing changed.
+    TxFailed {
+        e: u8,
+        s: u8,
+    },
+    TxAck {
+        e: u8,
+        s: u8,
+        ok: bool,
+    },
 }
 
 impl Msg {
@@ -294,7 +382,11 @@ impl Msg {
             | Msg::AddTicket { e, .. }
             | Msg::Activate { e, .. }
             | Msg::Activated { e, .. }
-            | Msg::Drop { e, .. } => *e,
+            | Msg::Drop { e, .. }
+            | Msg::Tx { e, .. }
+            | Msg::TxDone { e, .. }
+            | Msg::TxFailed { e, .. }
+            | Msg::TxAck { e, .. } => *e,
         }
     }
 }
@@ -303,6 +395,18 @@ impl Msg {
 pub struct Collect {
     pub reports: Vec<Report>,
     pub built: bool,
+}
+
+/// The owner's transaction in flight: run, its new holdings (ticket slot
+/// mask) asked for their votes, its variables busy until `TXACK`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InFlight {
+    pub s: u8,
+    pub fence: u8,
+    pub results: [bool; 2],
+    pub sets: u8,
+    /// `TXDONE` sent.
+    pub done: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -319,6 +423,9 @@ pub struct Member {
     /// Owner, not ready yet: requests that queue until it is (bitmasks).
     pub pending_lock: u8,
     pub pending_unlock: u8,
+    /// Owner: the sessions whose transactions queue, in arrival order.
+    pub tx_queue: Vec<u8>,
+    pub in_flight: Option<InFlight>,
     /// The agents whose reports the installed state was built from.
     pub reported: Vec<Id>,
     pub max_fence: u8,
@@ -336,6 +443,8 @@ impl Member {
             collect: None,
             pending_lock: 0,
             pending_unlock: 0,
+            tx_queue: Vec::new(),
+            in_flight: None,
             reported: Vec::new(),
             max_fence: 0,
         }
@@ -367,6 +476,10 @@ pub struct State {
     pub last_delivered_fence: u8,
     pub s2_broken: bool,
     pub s6_broken: bool,
+    /// Session 0's transaction was applied by its home.
+    pub t1_applied: bool,
+    /// The results session 1's home applied (`set X`, `exists Y`).
+    pub t2_results: Option<[bool; 2]>,
 }
 
 impl State {
@@ -393,6 +506,8 @@ impl State {
             last_delivered_fence: 0,
             s2_broken: false,
             s6_broken: false,
+            t1_applied: false,
+            t2_results: None,
         }
     }
 
@@ -482,6 +597,12 @@ impl fmt::Display for State {
             }
             write!(f, " e{}{}", m.epoch, if m.ready { " ready" } else { "" })?;
             write!(f, " {:?}", m.table.tickets)?;
+            if !m.tx_queue.is_empty() {
+                write!(f, " tx queue {:?}", m.tx_queue)?;
+            }
+            if let Some(t) = &m.in_flight {
+                write!(f, " {t:?}")?;
+            }
             if let Some(c) = &m.collect {
                 write!(
                     f,
@@ -497,6 +618,13 @@ impl fmt::Display for State {
             "  clients {:?} epochs {:?} delays {:?}",
             self.clients, self.epochs, self.delays
         )?;
+        if self.t1_applied || self.t2_results.is_some() {
+            writeln!(
+                f,
+                "  session 0 applied: {}, session 1 applied results {:?}",
+                self.t1_applied, self.t2_results
+            )?;
+        }
         for (a, row) in self.links.iter().enumerate() {
             for (b, q) in row.iter().enumerate() {
                 if !q.is_empty() {

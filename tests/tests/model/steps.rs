@@ -12,8 +12,8 @@
 //! ignored by an agent in another epoch, as the design says.
 
 use crate::state::{
-    C, Collect, Config, Delay, FENCE_SPAN, HomeReq, Id, Member, Msg, N, Plant, Report, Req, State,
-    Table, Ticket,
+    C, Collect, Config, Delay, FENCE_SPAN, HomeReq, Id, K, Member, Msg, N, Plant, Report, Req,
+    State, Table, Ticket, Workload,
 };
 
 pub use crate::actions::Action;
@@ -89,10 +89,22 @@ impl Cluster {
         needs.then_some(k)
     }
 
+    /// The ticket slots of the sessions (clients) at `home`.
+    pub(crate) fn slots_at(&self, home: u8) -> impl Iterator<Item = u8> + '_ {
+        self.config
+            .slots()
+            .filter(move |&k| self.home_of(self.config.ticket_session(k)) == home)
+    }
+
+    /// The tickets the home has (its clients' waiting and held requests;
+    /// a session's holdings, and those its transaction in flight sets).
     pub(crate) fn have_set(&self, s: &State, home: u8) -> u8 {
-        self.clients_at(home)
-            .filter(|&c| matches!(s.clients[usize::from(c)], Req::Waiting | Req::Held { .. }))
-            .fold(0, |acc, c| acc | bit(c))
+        self.slots_at(home)
+            .filter(|&k| {
+                let c = self.config.ticket_session(k);
+                matches!(s.clients[usize::from(c)], Req::Waiting | Req::Held { .. })
+            })
+            .fold(0, |acc, k| acc | bit(k))
     }
 
     /// Whether the home's request has no copy, no answer and no trace at
@@ -124,13 +136,18 @@ impl Cluster {
         Report {
             from: m.id,
             table: m.frozen.clone(),
-            home: std::array::from_fn(|c| {
-                if self.home_of(c as u8) != slot {
+            home: std::array::from_fn(|k| {
+                let k = k as u8;
+                if !self.slots_at(slot).any(|j| j == k) {
                     return None;
                 }
-                match s.clients[c] {
+                let c = self.config.ticket_session(k);
+                match s.clients[usize::from(c)] {
                     Req::Held { fence } => Some(HomeReq::Held(fence)),
-                    Req::Waiting => Some(HomeReq::Waiting),
+                    // A transaction not applied holds nothing yet.
+                    Req::Waiting if self.config.workload == Workload::Locks => {
+                        Some(HomeReq::Waiting)
+                    }
                     _ => None,
                 }
             }),
@@ -210,11 +227,20 @@ impl Cluster {
         m.table = Table::empty(0);
         m.pending_lock = 0;
         m.pending_unlock = 0;
+        m.tx_queue.clear();
+        m.in_flight = None;
         m.reported.clear();
         m.collect = (collector == m.id).then(|| Collect {
             reports: Vec::new(),
             built: false,
         });
+        // A transaction whose answer did not come before the epoch
+        // changed is given up: the answer of an older epoch is ignored.
+        for c in self.clients_at(slot).collect::<Vec<_>>() {
+            if self.config.workload == Workload::Tx && s.clients[usize::from(c)] == Req::Waiting {
+                s.clients[usize::from(c)] = Req::Failed;
+            }
+        }
         let report = self.report_of(s, slot);
         s.send(
             slot,
@@ -260,7 +286,7 @@ impl Cluster {
                     .any(|r| ls.contains(&r.from) && r.table.as_ref().is_some_and(|t| t.0 == em));
                 from_leaders > N / 2 && ready_one
             });
-        let mut held: [Option<u8>; C] = [None; C];
+        let mut held: [Option<u8>; K] = [None; K];
         let mut max_fence = 0;
         for r in reports {
             max_fence = max_fence.max(r.max_fence);
@@ -277,16 +303,16 @@ impl Cluster {
             }
         }
         // The home is the authority on its own clients.
-        for (c, h) in held.iter_mut().enumerate() {
+        for k in self.config.slots() {
             let home = Id {
-                slot: self.home_of(c as u8),
+                slot: self.home_of(self.config.ticket_session(k)),
                 incarnation: 0,
             };
             if reports
                 .iter()
-                .any(|r| r.from == home && r.home[c].is_none())
+                .any(|r| r.from == home && r.home[usize::from(k)].is_none())
             {
-                *h = None;
+                held[usize::from(k)] = None;
             }
         }
         let base = (e * FENCE_SPAN).max(max_fence + 1);
@@ -317,7 +343,7 @@ impl Cluster {
         &self,
         s: &mut State,
         slot: u8,
-        held: [Option<u8>; C],
+        held: [Option<u8>; K],
         base: u8,
         reported: Vec<Id>,
     ) {
@@ -347,6 +373,7 @@ impl Cluster {
                 }
             }
             self.try_ask(s, slot);
+            self.tx_run(s, slot);
         }
     }
 
@@ -381,13 +408,15 @@ impl Cluster {
         for f in self.followers(s, slot) {
             s.send(slot, f, Msg::Drop { e, c });
         }
+        // A queued transaction runs at the owner's next tick
+        // (`Action::TxRun`), not in the middle of a message.
         self.try_ask(s, slot);
     }
 
     /// who_may_hold: the first ticket, once nothing is granted or asked.
     pub(crate) fn try_ask(&self, s: &mut State, slot: u8) {
         let m = &mut s.members[usize::from(slot)];
-        if !m.ready {
+        if !m.ready || self.config.workload != Workload::Locks {
             return;
         }
         let t = &mut m.table;
@@ -429,6 +458,9 @@ impl Cluster {
         };
         if f != fence {
             return;
+        }
+        if self.config.workload == Workload::Tx {
+            return self.tx_activated(s, slot, c, ok, clean_vote, from);
         }
         if ok {
             let clean = if clean_vote {
@@ -500,7 +532,10 @@ impl Cluster {
             mine,
             Ticket::Replica | Ticket::Voted { .. } | Ticket::Held { .. }
         );
-        let other = m.table.tickets[usize::from(1 - c)].is_vote();
+        let other = self
+            .config
+            .slots()
+            .any(|j| self.config.conflict(c, j) && m.table.tickets[usize::from(j)].is_vote());
         let clean = has && !other;
         let ok = has && (!other || self.config.plant == Plant::DoubleVote);
         if ok && !matches!(mine, Ticket::Held { .. }) {
@@ -580,11 +615,28 @@ impl Cluster {
                 }
             }
             Msg::Have { e, home, set } if e == epoch && ready && self.is_owner(s, to) => {
-                for c in self.clients_at(home).collect::<Vec<_>>() {
-                    if set & bit(c) == 0 {
-                        self.owner_unlock(s, to, c);
+                for k in self.slots_at(home).collect::<Vec<_>>() {
+                    if set & bit(k) == 0 {
+                        self.owner_unlock(s, to, k);
                     }
                 }
+            }
+            Msg::Tx { e, s: c } if e == epoch && self.is_owner(s, to) => self.owner_tx(s, to, c),
+            Msg::TxDone {
+                e,
+                s: c,
+                fence,
+                results,
+            } if e == epoch || (e < epoch && self.config.plant == Plant::TxApplyOldEpoch) => {
+                self.home_tx_done(s, to, e, c, fence, results)
+            }
+            Msg::TxFailed { e, s: c } if e == epoch => {
+                if self.home_of(c) == to && s.clients[usize::from(c)] == Req::Waiting {
+                    s.clients[usize::from(c)] = Req::Failed;
+                }
+            }
+            Msg::TxAck { e, s: c, ok } if e == epoch && self.is_owner(s, to) => {
+                self.owner_tx_ack(s, to, c, ok)
             }
             Msg::Locked { e, c, fence } if e == epoch => self.locked(s, to, e, c, fence),
             Msg::AddTicket { e, c } if e == epoch && ready => {
@@ -669,8 +721,10 @@ impl Cluster {
             for (b, queue) in row.iter_mut().enumerate() {
                 let now = s.members[b].epoch;
                 if a != b {
+                    let old_done_counts = self.config.plant == Plant::TxApplyOldEpoch;
                     queue.retain(|m| match m {
                         Msg::Leaders { e } => *e > now,
+                        Msg::TxDone { .. } if old_done_counts => true,
                         other => other.epoch() >= now,
                     });
                 }
@@ -697,6 +751,18 @@ impl Cluster {
             if let Delay::Running { seen } = d {
                 *seen |= contact;
             }
+        }
+    }
+
+    /// Every client finished, or (transactions) holds what it set: a
+    /// session keeps its variables.
+    pub(crate) fn finished(&self, s: &State) -> bool {
+        match self.config.workload {
+            Workload::Locks => s.all_final(),
+            Workload::Tx => s
+                .clients
+                .iter()
+                .all(|r| r.is_final() || matches!(r, Req::Held { .. })),
         }
     }
 
