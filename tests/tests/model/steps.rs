@@ -630,10 +630,12 @@ impl Cluster {
             } if e == epoch || (e < epoch && self.config.plant == Plant::TxApplyOldEpoch) => {
                 self.home_tx_done(s, to, e, c, fence, results)
             }
-            Msg::TxFailed { e, s: c } if e == epoch => {
-                if self.home_of(c) == to && s.clients[usize::from(c)] == Req::Waiting {
-                    s.clients[usize::from(c)] = Req::Failed;
-                }
+            Msg::TxFailed { e, s: c }
+                if e == epoch
+                    && self.home_of(c) == to
+                    && s.clients[usize::from(c)] == Req::Waiting =>
+            {
+                s.clients[usize::from(c)] = Req::Failed;
             }
             Msg::TxAck { e, s: c, ok } if e == epoch && self.is_owner(s, to) => {
                 self.owner_tx_ack(s, to, c, ok)
