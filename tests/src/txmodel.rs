@@ -34,6 +34,35 @@ pub struct Stmt {
     pub op: Op,
 }
 
+impl Stmt {
+    /// The statement as a client writes it, its variable written `var`.
+    pub fn text(&self, var: &str) -> String {
+        let mut text = String::new();
+        if self.anyway {
+            text.push_str("anyway ");
+        }
+        if self.assert {
+            text.push_str("assert ");
+        }
+        text.push_str(&"not ".repeat(self.nots));
+        match &self.op {
+            Op::Exists(_) => text.push_str(&format!("exists {var}")),
+            Op::Set(_, dup) => {
+                text.push_str(&format!("set {var}{}", if *dup { " dup" } else { "" }))
+            }
+            Op::Delete(_) => text.push_str(&format!("delete {var}")),
+        }
+        text
+    }
+
+    /// Its variable.
+    pub fn var(&self) -> &str {
+        match &self.op {
+            Op::Exists(v) | Op::Set(v, _) | Op::Delete(v) => v,
+        }
+    }
+}
+
 /// What the model says a transaction answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

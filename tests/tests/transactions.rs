@@ -113,21 +113,7 @@ impl Run {
             nots: [0, 0, 0, 1, 1, 2][self.rng.below(6) as usize],
             op,
         };
-        let mut text = String::new();
-        if st.anyway {
-            text.push_str("anyway ");
-        }
-        if st.assert {
-            text.push_str("assert ");
-        }
-        text.push_str(&"not ".repeat(st.nots));
-        match &st.op {
-            Op::Exists(_) => text.push_str(&format!("exists {wire}")),
-            Op::Set(_, dup) => {
-                text.push_str(&format!("set {wire}{}", if *dup { " dup" } else { "" }))
-            }
-            Op::Delete(_) => text.push_str(&format!("delete {wire}")),
-        }
+        let text = st.text(wire);
         (st, text)
     }
 

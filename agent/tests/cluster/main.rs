@@ -74,6 +74,12 @@ fn clients_on_three_agents_never_hold_one_name_at_once_and_fences_grow() {
     }
     let mut holds = holds.lock().unwrap().clone();
     assert_eq!(holds.len(), 45);
+    assert_one_at_a_time(&mut holds);
+}
+
+/// Holds (start, end, fence) never overlap, and their fences grow in the
+/// order they started.
+pub(crate) fn assert_one_at_a_time(holds: &mut [(Duration, Duration, u64)]) {
     holds.sort();
     for w in holds.windows(2) {
         assert!(

@@ -138,16 +138,7 @@ fn a_variable_excludes_sessions_of_three_real_agents() {
     }
     let mut holds = holds.lock().unwrap().clone();
     assert_eq!(holds.len(), 24);
-    holds.sort();
-    for w in holds.windows(2) {
-        assert!(
-            w[0].1 <= w[1].0,
-            "overlapping holds: {:?} and {:?}",
-            w[0],
-            w[1]
-        );
-        assert!(w[0].2 < w[1].2, "fences grow: {:?} then {:?}", w[0], w[1]);
-    }
+    super::assert_one_at_a_time(&mut holds);
 }
 
 #[test]

@@ -845,20 +845,7 @@ impl Eval<'_, '_> {
 }
 
 fn show_stmt(st: &Stmt) -> String {
-    let mut text = String::new();
-    if st.anyway {
-        text.push_str("anyway ");
-    }
-    if st.assert {
-        text.push_str("assert ");
-    }
-    text.push_str(&"not ".repeat(st.nots));
-    match &st.op {
-        Op::Exists(v) => text.push_str(&format!("exists {v}")),
-        Op::Set(v, dup) => text.push_str(&format!("set {v}{}", if *dup { " dup" } else { "" })),
-        Op::Delete(v) => text.push_str(&format!("delete {v}")),
-    }
-    text
+    st.text(st.var())
 }
 
 fn show(tx: &TxSent) -> String {

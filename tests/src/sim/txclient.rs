@@ -198,11 +198,11 @@ impl TxClients {
         let rng = &mut self.clients[c].rng;
         let forms = VARIABLES[*rng.pick(&self.spaces[space].vars)];
         let (canonical, wire) = (forms[0].to_owned(), *rng.pick(forms));
-        let (op, text) = match rng.below(4) {
-            0 => (Op::Exists(canonical), format!("exists {wire}")),
-            1 => (Op::Set(canonical, false), format!("set {wire}")),
-            2 => (Op::Set(canonical, true), format!("set {wire} dup")),
-            _ => (Op::Delete(canonical), format!("delete {wire}")),
+        let op = match rng.below(4) {
+            0 => Op::Exists(canonical),
+            1 => Op::Set(canonical, false),
+            2 => Op::Set(canonical, true),
+            _ => Op::Delete(canonical),
         };
         let st = Stmt {
             anyway: rng.chance(150_000),
@@ -210,15 +210,8 @@ impl TxClients {
             nots: *rng.pick(&[0, 0, 0, 0, 1, 1, 2]),
             op,
         };
-        let mut prefix = String::new();
-        if st.anyway {
-            prefix.push_str("anyway ");
-        }
-        if st.assert {
-            prefix.push_str("assert ");
-        }
-        prefix.push_str(&"not ".repeat(st.nots));
-        (st, prefix + &text)
+        let text = st.text(wire);
+        (st, text)
     }
 
     fn send(&mut self, world: &mut World, c: usize) {
