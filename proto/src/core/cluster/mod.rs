@@ -12,6 +12,7 @@ mod links;
 mod persist;
 mod status;
 mod tx;
+mod txhome;
 mod vouch;
 
 pub(crate) use links::To;
