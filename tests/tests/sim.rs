@@ -344,6 +344,9 @@ fn replay() {
     };
     let mut opts = options(seed);
     opts.verbose = true;
+    if std::env::var_os("SIM_LOG").is_some() {
+        sim::corelog::install();
+    }
     let report = sim::run(&opts);
     println!("{report}");
     assert!(report.ok(), "seed {seed} fails");

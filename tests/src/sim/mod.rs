@@ -33,6 +33,7 @@ pub mod checker;
 mod checks;
 mod client;
 pub mod clock;
+pub mod corelog;
 mod events;
 mod faults;
 mod links;

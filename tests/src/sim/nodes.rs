@@ -92,6 +92,7 @@ impl World {
             node.wakes_here = (self.now, 1);
         }
         let now = self.nodes[i].clock.now(self.now);
+        super::corelog::at(i, self.now);
         self.trace.num(i as u64 + 2_000);
         self.nodes[i]
             .core
@@ -175,6 +176,7 @@ impl World {
         for input in pending {
             // A shell may look at its timers before or after its sockets.
             if self.core_rng.chance(500_000) {
+                super::corelog::at(i, self.now);
                 self.trace.num(i as u64 + 2_000);
                 self.nodes[i]
                     .core
@@ -186,6 +188,7 @@ impl World {
             self.feed_now(i, input);
             self.drain(i);
         }
+        super::corelog::at(i, self.now);
         self.trace.num(i as u64 + 2_000);
         self.nodes[i]
             .core

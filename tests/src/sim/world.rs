@@ -350,6 +350,7 @@ impl World {
         if let Input::PeerMessage { msg, .. } = &input {
             self.wire.processed(i, msg);
         }
+        super::corelog::at(i, self.now);
         let now = self.nodes[i].clock.now(self.now);
         let core = self.nodes[i].core.as_mut().expect("running");
         if let Err(e) = core.handle_input(now, input) {
