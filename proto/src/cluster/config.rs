@@ -162,6 +162,15 @@ impl ClusterConfig {
         Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
     }
 
+    /// The least that a span measured as `d` on one clock lasts on another
+    /// (`d (1-ρ)/(1+ρ)`, rounded down): the converse of [`Self::stretch`].
+    pub fn shrink(&self, d: Duration) -> Duration {
+        let rho = u128::from(self.drift_ppm);
+        let million = 1_000_000u128;
+        let micros = d.as_micros() * (million - rho) / (million + rho);
+        Duration::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
+    }
+
     /// The lock-delay: how long after a new epoch starts without the state
     /// of a majority of the previous leaders every agent that did not
     /// report has certainly revoked its clients' locks (see snaplock(7)).

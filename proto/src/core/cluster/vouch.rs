@@ -70,14 +70,7 @@ impl Core {
                     .filter(|o| entry.owner.as_ref() != Some(o))
                     .filter(|o| !via.iter().any(|(v, _)| v == o));
                 if let Some(o) = left_owner {
-                    // An answer as acting there means its state counted
-                    // this agent's report, so its table had the lock; with
-                    // none it need not have (docs/cluster.md).
-                    let from = Some(&o)
-                        .filter(|o| **o != self.cluster.me)
-                        .and_then(|o| self.cluster.answered_by(o, now.mono))
-                        .unwrap_or(at);
-                    let from = built.map_or(from, |b| b.max(from));
+                    let from = self.via_start(&o, at, built, now);
                     via.push((o, from));
                 }
                 carried.push((
@@ -131,6 +124,51 @@ impl Core {
             }
         }
         self.cluster.home.carried = carried;
+    }
+
+    /// Where the time of `owner`, the owner of the epoch a held lock leaves
+    /// (an owner in between, `via`), starts: it stopped acting there in
+    /// time if it moved by this plus `own_move_window`, or the others left
+    /// by this plus `settle_window` (docs/cluster.md, "Links and
+    /// liveness").
+    ///
+    /// - An answer as acting, at b, means its state counted this agent's
+    ///   report, so its table had the lock: it drops it no earlier than
+    ///   `release_delay` after b. The start is b.
+    /// - Otherwise its table may have had the lock (dropped `release_delay`
+    ///   after the owner last heard this agent: after it installed the
+    ///   state, built after `built`, and after it received any ping it
+    ///   answered, acting or not, in this epoch, the latest sent at h), or
+    ///   the state had a lock-delay instead, started no earlier than
+    ///   `built` and than `at − stretch(peer_timeout)` (the first owner
+    ///   acted at `at` or later, so a quorum was still in an older epoch
+    ///   then), during which it grants nothing. The start is the later of
+    ///   `at` and `built` (both cases allow it), moved up to h as far as
+    ///   the lock-delay allows: the owner stops acting by the start plus
+    ///   the windows, before either the drop or the lock-delay's end.
+    fn via_start(
+        &self,
+        owner: &crate::cluster::Id,
+        at: Time,
+        built: Option<Time>,
+        now: Now,
+    ) -> Time {
+        let later = |t: Time| built.map_or(t, |b| b.max(t));
+        let base = later(at);
+        if *owner == self.cluster.me {
+            return base;
+        }
+        if let Some(b) = self.cluster.answered_by(owner, now.mono) {
+            return later(b);
+        }
+        let Some(h) = self.cluster.heard_back_by(owner).filter(|h| *h > base) else {
+            return base;
+        };
+        let cfg = &self.cluster.cfg;
+        let delay_from = later(at - cfg.stretch(cfg.peer_timeout));
+        let delay_ends = delay_from + cfg.shrink(cfg.lock_delay());
+        let cap = delay_ends - self.own_move_window();
+        base.max(h.min(cap))
     }
 
     /// `object` is granted again to a client of this agent: if it held
@@ -283,11 +321,7 @@ impl Core {
     /// first old owner keeps the one rule of `settle_window`.)
     pub(crate) fn own_move_window(&self) -> std::time::Duration {
         let cfg = &self.cluster.cfg;
-        let rho = u128::from(cfg.drift_ppm);
-        let million = 1_000_000u128;
-        let shrunk = cfg.ping_interval.as_micros() * (million - rho) / (million + rho);
-        let shrunk = std::time::Duration::from_micros(u64::try_from(shrunk).unwrap_or(0));
-        cfg.grace + shrunk
+        cfg.grace + cfg.shrink(cfg.ping_interval)
     }
 
     /// Takes back the held locks whose owner stopped vouching for them
@@ -548,6 +582,17 @@ mod tests {
         plant: crate::cluster::Plant,
         in_10: &[(u16, u64)],
     ) -> (Core, ObjectName) {
+        let n0_answered = n0_answered.map(|t| (t, true));
+        carried_through_another_owner_and_back_answered(n0_answered, n0_moved, plant, in_10)
+    }
+
+    /// As above, `n0`'s answer in 11 (send time, whether as acting) given.
+    fn carried_through_another_owner_and_back_answered(
+        n0_answered: Option<(u64, bool)>,
+        n0_moved: Option<u64>,
+        plant: crate::cluster::Plant,
+        in_10: &[(u16, u64)],
+    ) -> (Core, ObjectName) {
         let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
         core.cluster.cfg.plant = plant;
         let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
@@ -560,10 +605,10 @@ mod tests {
             (c.home.carried).answered_before(addr(*port), 10, Time::from_micros(*t));
         }
         match n0_answered {
-            Some(t) => {
+            Some((t, acting)) => {
                 let k = c.peers.contact.get_mut(&n0).expect("set up");
                 k.sent = Time::from_micros(t);
-                k.active_sent = Some(Time::from_micros(t));
+                k.active_sent = acting.then_some(Time::from_micros(t));
             }
             None => {
                 c.peers.contact.remove(&n0);
@@ -575,13 +620,26 @@ mod tests {
         let kept = &core.cluster.home.carried.locks[&name];
         assert_eq!(kept.owner.as_ref(), Some(&n1), "the earliest owner is kept");
         assert_eq!((kept.at, kept.answered), (at(100), at(101)));
-        let from = n0_answered.map_or(at(100), Time::from_micros);
         // Two of the three members in 10 until some time: 11's state was
         // built after it.
         let mut times: Vec<u64> = in_10.iter().map(|(_, t)| *t).collect();
         times.sort_unstable();
         let built = times.iter().rev().nth(1).map(|t| Time::from_micros(*t));
-        let from = built.map_or(from, |b| b.max(from));
+        let later = |t: Time| built.map_or(t, |b| b.max(t));
+        let from = match n0_answered {
+            Some((t, true)) => later(Time::from_micros(t)),
+            // Not as acting: from that answer, as far as a lock-delay of
+            // 11 (from `at` − stretch(peer_timeout), or from when 11 was
+            // built) keeps it from granting.
+            Some((t, false)) => {
+                let cfg = &core.cluster.cfg;
+                let delay_ends =
+                    later(at(100) - cfg.stretch(cfg.peer_timeout)) + cfg.shrink(cfg.lock_delay());
+                let cap = delay_ends - core.own_move_window();
+                later(at(100)).max(Time::from_micros(t).min(cap))
+            }
+            None => later(at(100)),
+        };
         assert_eq!(kept.via, [(n0.clone(), from)], "and the owner of 11");
         let c = &mut core.cluster;
         c.epoch.number = 12;
@@ -755,5 +813,54 @@ mod tests {
         assert!(core.cluster.home.carried.locks.contains_key(&name));
         core.revoke_where_owner_lapsed(now(105_000_000));
         assert!(!core.holds(&name));
+    }
+
+    /// The owner of 11 answered this agent there, but only as not acting:
+    /// its table may have had the lock (then it drops it no earlier than
+    /// `release_delay` after that answer), or 11's state had a lock-delay
+    /// instead. So the answer counts as far as the lock-delay reaches: with
+    /// 11 built after 101.3 s, its lock-delay ends after 108.6 s, and an
+    /// answer at 101.8 s lets the others' leaving by 104.6 s settle the
+    /// lock, which it did not from 101.3 s alone (R1; one-computer seeds
+    /// 1611 and 2274). With nothing known of when 11 was built, the
+    /// lock-delay may have started at 100 s − stretch(peer_timeout), and
+    /// ends after 105.3 s only: an answer at 102 s counts as 100.1 s, and
+    /// the lock ends with what `n1` vouched for.
+    #[test]
+    fn an_owner_in_between_that_answered_not_acting_counts_as_far_as_a_lock_delay_allows() {
+        use crate::cluster::Plant;
+        let in_10 = [(4001, 101_300_000), (4002, 101_300_000)];
+        let (mut core, name) = carried_through_another_owner_and_back_answered(
+            Some((101_800_000, false)),
+            None,
+            Plant::None,
+            &in_10,
+        );
+        assert_eq!(
+            core.cluster.home.carried.locks[&name].via[0].1,
+            Time::from_micros(101_800_000)
+        );
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(!core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_100_000));
+        assert!(
+            core.holds(&name),
+            "revoked although n0 answered late enough"
+        );
+        let (mut core, name) = carried_through_another_owner_and_back_answered(
+            Some((102_000_000, false)),
+            None,
+            Plant::None,
+            &[],
+        );
+        let from = core.cluster.home.carried.locks[&name].via[0].1;
+        assert!(from > at(100) && from < Time::from_micros(100_200_000));
+        core.revoke_where_owner_lapsed(now(104_700_000));
+        assert!(core.cluster.home.carried.locks.contains_key(&name));
+        core.revoke_where_owner_lapsed(now(105_000_000));
+        assert!(
+            !core.holds(&name),
+            "kept past the lock-delay's bound on an answer that was not acting"
+        );
     }
 }
