@@ -3,7 +3,9 @@
 //! replay of one seed.
 //!
 //! - `SIM_SEED=<n> cargo test -p snaplock-tests --test sim -- replay --nocapture`
-//!   replays one seed and prints its whole log.
+//!   replays one seed and prints its whole log; `SIM_VICTIM=1` replays a
+//!   run whose faults strike one computer, and `SIM_LOG=1` adds the
+//!   agents' own log lines (with the simulated time and the computer).
 //! - `SIM_SEEDS=<count> SIM_FIRST=<seed> cargo test -p snaplock-tests --release --test sim -- --ignored long_sweep --nocapture`
 //!   runs a long sweep.
 //! - `SIM_KEEP_GOING=1` runs every seed to its end despite violations.
