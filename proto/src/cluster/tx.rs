@@ -186,18 +186,35 @@ pub(crate) struct HomeTx {
 /// The home's part: its clients' transactions.
 #[derive(Debug, Default)]
 pub(crate) struct HomeTxs {
-    /// Sent to the owner, or waiting for leaders, by request.
+    /// Sent to the owner, or waiting for leaders, by request. Changed only
+    /// through [`HomeTxs::start`] and [`HomeTxs::end`], which keep
+    /// `by_client` in step.
     pub inflight: BTreeMap<u64, HomeTx>,
+    /// The request in flight of each connection that has one.
+    by_client: BTreeMap<ClientId, u64>,
     /// Behind them, by connection (one in flight per connection).
     pub waiting: BTreeMap<ClientId, VecDeque<HomeTx>>,
 }
 
 impl HomeTxs {
-    /// The request of `client`'s transaction in flight.
+    /// The request of `client`'s transaction in flight (a lookup, not a
+    /// walk: it runs for every transaction submitted and every close).
     pub fn of_client(&self, client: ClientId) -> Option<u64> {
-        self.inflight
-            .iter()
-            .find(|(_, t)| t.client == client)
-            .map(|(r, _)| *r)
+        self.by_client.get(&client).copied()
+    }
+
+    /// Transaction `req` of `h.client` is in flight.
+    pub fn start(&mut self, req: u64, h: HomeTx) {
+        self.by_client.insert(h.client, req);
+        self.inflight.insert(req, h);
+    }
+
+    /// Transaction `req` is no longer in flight.
+    pub fn end(&mut self, req: u64) -> Option<HomeTx> {
+        let h = self.inflight.remove(&req)?;
+        if self.by_client.get(&h.client) == Some(&req) {
+            self.by_client.remove(&h.client);
+        }
+        Some(h)
     }
 }

@@ -70,7 +70,7 @@ impl Core {
         // The holdings it sets take the next numbers.
         self.next_ticket += 1 + crate::local::tx::MAX_STATEMENTS as u64;
         let h = HomeTx { at: now.mono, ..h };
-        self.cluster.home.txs.inflight.insert(req, h);
+        self.cluster.home.txs.start(req, h);
         self.home_tx_send(now, req);
     }
 
@@ -194,7 +194,7 @@ impl Core {
             );
             return self.home_tx_next(now, h.client);
         }
-        self.cluster.home.txs.inflight.remove(&d.req);
+        self.cluster.home.txs.end(d.req);
         self.raise_floor(d.fence);
         let lease_end = now.mono + h.duration;
         for r in &d.deletes {
@@ -275,13 +275,7 @@ impl Core {
         {
             return;
         }
-        let h = self
-            .cluster
-            .home
-            .txs
-            .inflight
-            .remove(&req)
-            .expect("in flight");
+        let h = self.cluster.home.txs.end(req).expect("in flight");
         let reply = replies::transaction_failed(&h.namespace, h.tag, &why);
         self.reply(h.client, reply);
         self.home_tx_next(now, h.client);
@@ -355,7 +349,7 @@ impl Core {
     /// was sent in this epoch, is told it will not be applied.
     fn tx_withdraw(&mut self, req: u64) -> Option<HomeTx> {
         let epoch = self.cluster.epoch.number;
-        let h = self.cluster.home.txs.inflight.remove(&req)?;
+        let h = self.cluster.home.txs.end(req)?;
         if h.sent.is_some_and(|s| s.0 == epoch) {
             self.tx_give_up(epoch, &h, req);
         }
