@@ -395,19 +395,10 @@ impl EventLoop {
                             step => {
                                 *lines -= 1;
                                 budget.lines -= 1;
-                                match step {
-                                    Step::Answer(replies) => {
-                                        for reply in &replies {
-                                            self.queue_message(id, reply, false);
-                                        }
-                                    }
-                                    Step::End => {
-                                        self.close_after_flush(id);
-                                        return Turn::Done;
-                                    }
-                                    Step::Ignore | Step::Core(_) => {}
+                                if self.session_step(id, step) {
+                                    continue;
                                 }
-                                continue;
+                                return Turn::Done;
                             }
                         },
                     },
@@ -427,6 +418,27 @@ impl EventLoop {
             budget.lines -= 1;
             self.feed(now, input);
         }
+    }
+
+    /// Does what a snapcommunicator session answers itself; false when
+    /// the session ended.
+    fn session_step(&mut self, id: u64, step: Step) -> bool {
+        match step {
+            Step::Answer(replies) => {
+                for reply in &replies {
+                    self.queue_message(id, reply, false);
+                }
+            }
+            Step::End => {
+                self.close_after_flush(id);
+                return false;
+            }
+            Step::Ignore => {}
+            Step::Core(msg) => {
+                debug_assert!(false, "a request for the core is fed to it: {msg}");
+            }
+        }
+        true
     }
 
     /// Appends a reply of the core to its connection's buffer.
