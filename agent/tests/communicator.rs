@@ -503,3 +503,25 @@ fn a_taken_communicator_port_stops_the_start_with_a_clear_error() {
     );
     assert!(!dir.socket().exists(), "the client socket is removed");
 }
+
+#[test]
+fn an_end_of_file_ends_the_session_once_its_last_requests_are_answered() {
+    let (dir, _daemon, addr) = agent("eof", &[]);
+    let mut c = Tcp::connect(addr);
+    c.register("lock_9_1");
+    c.send("snaplock/LOCK duration=60;object_name=brief;pid=9");
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let lines = c.expect_eof();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("<test_agent:snaplock test_agent:lock_9_1/LOCKED "),
+        "{lines:?}"
+    );
+    // The session ended, and its lock with it.
+    let mut local = Client::connect(&dir.socket());
+    assert_reply(
+        &local.request("LOCK object_name=brief;try=true"),
+        "LOCKED",
+        &[],
+    );
+}
