@@ -696,15 +696,13 @@ pub fn build(
         None => false,
     };
     members::check_members(s.listen, &neighbors, has_secret).map_err(ConfigError)?;
-    if let Some(addr) = s.communicator_listen {
-        if s.listen.is_some_and(|l| {
-            l.port() == addr.port()
-                && (l.ip() == addr.ip() || l.ip().is_unspecified() || addr.ip().is_unspecified())
-        }) {
+    if let (Some(addr), Some(listen)) = (s.communicator_listen, s.listen) {
+        let same_ip =
+            addr.ip() == listen.ip() || addr.ip().is_unspecified() || listen.ip().is_unspecified();
+        if same_ip && addr.port() == listen.port() {
             return Err(ConfigError(format!(
-                "communicator_listen={addr} takes the port of listen={}: the agents' links and \
-                 the snapcommunicator session need an address each",
-                s.listen.expect("checked")
+                "communicator_listen={addr} takes the port of listen={listen}: the agents' links \
+                 and the snapcommunicator session need an address each"
             )));
         }
     }

@@ -375,6 +375,16 @@ fn check_config_rejects_a_bad_communicator_address_and_a_clash_with_listen() {
             ],
             "takes the port of listen=",
         ),
+        (
+            vec![
+                "--check-config",
+                "--listen",
+                "127.0.0.1:4040",
+                "--communicator-listen",
+                "0.0.0.0:4040",
+            ],
+            "takes the port of listen=",
+        ),
     ] {
         let out = snaplockd()
             .args(&args)
