@@ -268,3 +268,129 @@ fn unregister_stop_and_quitting_end_the_session_and_never_the_agent() {
     assert_eq!(registered().stop_message(), Some(Message::new("STOP")));
     assert_eq!(Session::new("node1").stop_message(), None);
 }
+
+/// Lines built from the session's own words, prefixes and numbers, in any
+/// order: whatever the client sends, the session answers or forwards, a
+/// forwarded request carries no prefix and none of the parameters the
+/// session drops, and a LOCK reaches the core only with the original's
+/// durations applied.
+#[test]
+fn any_line_a_client_sends_is_answered_or_forwarded_clean() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    const HEADS: &[&str] = &[
+        "",
+        "<a:b ",
+        "<node1:x ",
+        "snaplock/",
+        "node1:snaplock/",
+        "node2:snaplock/",
+        ".:snaplock/",
+        "snapcommunicator/",
+        "images/",
+        "*/",
+    ];
+    const COMMANDS: &[&str] = &[
+        "REGISTER",
+        "LOCK",
+        "UNLOCK",
+        "LISTTICKETS",
+        "ALIVE",
+        "COMMANDS",
+        "UNREGISTER",
+        "STOP",
+        "QUITTING",
+        "FOO",
+        "HELP",
+        "EXTEND",
+    ];
+    const NAMES: &[&str] = &[
+        "service",
+        "version",
+        "pid",
+        "duration",
+        "unlock_duration",
+        "timeout",
+        "object_name",
+        "serial",
+        "detach",
+        "lock_proxy_server_name",
+        "tag",
+    ];
+    const VALUES: &[&str] = &[
+        "1",
+        "0",
+        "-1",
+        "2",
+        "3",
+        "59",
+        "60",
+        "61",
+        "604801",
+        "99999999999999999999",
+        "x",
+        "lock_1_1",
+        "1000",
+        "1700000005",
+        "1.5",
+        "",
+    ];
+    let mut rng = StdRng::seed_from_u64(0x5eed_c0de);
+    let mut forwarded = 0;
+    for _ in 0..20_000 {
+        let mut s = Session::new("node1");
+        if rng.random_bool(0.8) {
+            s.inbound(msg("REGISTER service=lock_1_1;version=1"), NOW);
+        }
+        let pick = |rng: &mut StdRng, from: &[&'static str]| from[rng.random_range(0..from.len())];
+        let mut line = format!("{}{}", pick(&mut rng, HEADS), pick(&mut rng, COMMANDS));
+        for i in 0..rng.random_range(0..6) {
+            line.push(if i == 0 { ' ' } else { ';' });
+            line.push_str(&format!(
+                "{}={}",
+                pick(&mut rng, NAMES),
+                pick(&mut rng, VALUES)
+            ));
+        }
+        let Ok(m) = parse(line.as_bytes()) else {
+            continue;
+        };
+        match s.inbound(m, NOW) {
+            Step::Core(m) => {
+                forwarded += 1;
+                assert!(
+                    m.sent_from_server.is_empty() && m.server.is_empty() && m.service.is_empty(),
+                    "{line}: {m}"
+                );
+                for dropped in [
+                    "serial",
+                    "lock_proxy_server_name",
+                    "lock_proxy_service_name",
+                ] {
+                    if m.command == "LOCK" || m.command == "UNLOCK" {
+                        assert_eq!(m.get(dropped), None, "{line}: {m}");
+                    }
+                }
+                if m.command == "LOCK" {
+                    assert_eq!(m.get("detach"), None, "{line}: {m}");
+                    let d: u64 = m.get_str("duration").unwrap().parse().unwrap();
+                    let u: u64 = m.get_str("unlock_duration").unwrap().parse().unwrap();
+                    assert!((60..=604_800).contains(&d), "{line}: {m}");
+                    assert!((60..=604_800).contains(&u), "{line}: {m}");
+                }
+                assert!(s.service().is_some(), "{line}: forwarded before REGISTER");
+            }
+            Step::Answer(replies) => {
+                assert!(!replies.is_empty(), "{line}");
+                for r in &replies {
+                    // Every answer is a line the client can parse back.
+                    let back = parse(text(r).as_bytes());
+                    assert_eq!(back.as_ref().ok(), Some(r), "{line}: {back:?}");
+                }
+            }
+            Step::Ignore | Step::End => {}
+        }
+    }
+    assert!(forwarded > 1000, "only {forwarded} lines reached the core");
+}
