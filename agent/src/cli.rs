@@ -36,6 +36,7 @@ const KEY_OPTIONS: &[(&str, &str)] = &[
     ("state-dir", "state_dir"),
     ("listen", "listen"),
     ("neighbors", "neighbors"),
+    ("communicator-listen", "communicator_listen"),
     ("server-name", "server_name"),
     ("candidate-priority", "candidate_priority"),
     ("secret-file", "secret_file"),
@@ -73,6 +74,12 @@ pub fn make_opts() -> getopts::Options {
         "neighbors",
         "the cluster's agents, this one included",
         "A:P,B:P,...",
+    );
+    opts.optopt(
+        "",
+        "communicator-listen",
+        "TCP address for the original snaplock's clients (snapcommunicator session; default: off)",
+        "ADDR:PORT",
     );
     opts.optopt(
         "n",

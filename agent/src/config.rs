@@ -39,6 +39,7 @@ pub const KEYS: &[&str] = &[
     "cluster_name",
     "listen",
     "neighbors",
+    "communicator_listen",
     "candidate_priority",
     "secret_file",
     "peer_timeout",
@@ -134,6 +135,8 @@ pub struct Settings {
     pub listen: Option<SocketAddr>,
     /// `neighbors`.
     pub neighbors: Option<Vec<SocketAddr>>,
+    /// `communicator_listen`.
+    pub communicator_listen: Option<SocketAddr>,
     /// `candidate_priority`.
     pub candidate_priority: Option<Priority>,
     /// `secret_file`.
@@ -205,13 +208,18 @@ impl Settings {
                     _ => return Err(bad("must be an octal mode from 0 to 0777, such as 0660")),
                 }
             }
-            "listen" => {
-                self.listen = match non_empty(value) {
+            "listen" | "communicator_listen" => {
+                let addr = match non_empty(value) {
                     None => None,
                     Some(v) => Some(parse_addr(v).map_err(|()| {
                         bad("must be IP:PORT, such as 192.0.2.1:4040 or [2001:db8::1]:4040")
                     })?),
                 };
+                if key == "listen" {
+                    self.listen = addr;
+                } else {
+                    self.communicator_listen = addr;
+                }
             }
             "neighbors" => {
                 let mut list = Vec::new();
@@ -316,6 +324,7 @@ impl Settings {
             cluster_name: over.cluster_name.or(self.cluster_name),
             listen: over.listen.or(self.listen),
             neighbors: over.neighbors.or(self.neighbors),
+            communicator_listen: over.communicator_listen.or(self.communicator_listen),
             candidate_priority: over.candidate_priority.or(self.candidate_priority),
             secret_file: over.secret_file.or(self.secret_file),
             peer_timeout: over.peer_timeout.or(self.peer_timeout),
@@ -536,6 +545,9 @@ pub struct AgentConfig {
     /// The file of the cluster's shared secret; read when the agent
     /// starts. Without it, only loopback peers may link up.
     pub secret_file: Option<PathBuf>,
+    /// Where the snapcommunicator compatibility session listens
+    /// ([`crate::communicator`]); off when `None`.
+    pub communicator_listen: Option<SocketAddr>,
     /// Longest request line, in bytes; longer: `INVALID` and closed.
     pub max_line_length: usize,
     /// Unsent reply bytes a client may have before it is closed.
@@ -568,6 +580,7 @@ impl AgentConfig {
             socket_mode: 0o660,
             cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             secret_file: None,
+            communicator_listen: None,
             max_line_length: 65_536,
             max_pending_output: 4 << 20,
             max_pending_total: 256 << 20,
@@ -683,6 +696,16 @@ pub fn build(
         None => false,
     };
     members::check_members(s.listen, &neighbors, has_secret).map_err(ConfigError)?;
+    if let (Some(addr), Some(listen)) = (s.communicator_listen, s.listen) {
+        let same_ip =
+            addr.ip() == listen.ip() || addr.ip().is_unspecified() || listen.ip().is_unspecified();
+        if same_ip && addr.port() == listen.port() {
+            return Err(ConfigError(format!(
+                "communicator_listen={addr} takes the port of listen={listen}: the agents' links \
+                 and the snapcommunicator session need an address each"
+            )));
+        }
+    }
     let cluster_defaults = ClusterConfig::default();
     let peer_timeout = s.peer_timeout.unwrap_or(cluster_defaults.peer_timeout);
     let grace = s.grace.unwrap_or(cluster_defaults.grace);
@@ -736,6 +759,7 @@ pub fn build(
         socket_mode: s.socket_mode.unwrap_or(defaults.socket_mode),
         cluster_name: s.cluster_name.unwrap_or(defaults.cluster_name),
         secret_file: s.secret_file,
+        communicator_listen: s.communicator_listen,
         max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
         max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
         max_pending_total: s.max_pending_total.unwrap_or(defaults.max_pending_total),

@@ -22,13 +22,14 @@
 
 use std::io;
 
-use mio::net::UnixStream;
 use mio::{Registry, Token};
 use snaplock_proto::Time;
 use snaplock_proto::wire::{LineFramer, Message};
 
+use crate::communicator::Session;
 pub use crate::outbuf::{FlushOutcome, ReadOutcome};
 use crate::outbuf::{OutBuf, WriteInterest, Writes, read_once};
+use crate::stream::Stream;
 
 /// A reply buffer this large is given back to the allocator once written,
 /// so one big `TICKETLIST` does not pin its memory for the connection's life.
@@ -38,7 +39,10 @@ const KEEP_CAPACITY: usize = 64 << 10;
 #[derive(Debug)]
 pub struct Conn {
     /// The socket.
-    pub stream: UnixStream,
+    pub stream: Stream,
+    /// The snapcommunicator session a `communicator_listen` connection
+    /// speaks: its lines are translated at this edge, in and out.
+    pub session: Option<Box<Session>>,
     /// Cuts what was read into lines.
     pub framer: LineFramer,
     out: OutBuf,
@@ -72,9 +76,10 @@ pub struct Conn {
 
 impl Conn {
     /// A new connection, registered for `READABLE` by the caller.
-    pub fn new(stream: UnixStream, max_line: usize) -> Conn {
+    pub fn new(stream: impl Into<Stream>, max_line: usize) -> Conn {
         Conn {
-            stream,
+            stream: stream.into(),
+            session: None,
             framer: LineFramer::new(max_line),
             out: OutBuf::new(KEEP_CAPACITY),
             read_closed: false,
@@ -145,6 +150,8 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
+
+    use mio::net::UnixStream;
 
     use super::*;
 

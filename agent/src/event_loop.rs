@@ -26,7 +26,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mio::net::UnixListener;
+use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token, Waker};
 use snaplock_proto::cluster::Persisted;
 use snaplock_proto::{Core, Input, Now, Output, Time};
@@ -49,6 +49,8 @@ use clients::Budget;
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const WAKER: Token = Token(2);
+/// `communicator_listen`'s listener (3 is the peers' listener).
+const COMMUNICATOR: Token = Token(6);
 /// Client tokens start here and are never reused, so a late event for a
 /// closed connection cannot reach a new one.
 const FIRST_CLIENT: u64 = 16;
@@ -95,6 +97,10 @@ pub(crate) struct EventLoop {
     clock: Clock,
     core: Core,
     listener: Option<UnixListener>,
+    /// `communicator_listen`, when set ([`crate::communicator`]).
+    comm_listener: Option<TcpListener>,
+    /// This agent's server name, which communicator sessions address by.
+    server_name: String,
     socket_file: SocketFile,
     signals: Option<Signals>,
     notifier: Option<Notifier>,
@@ -187,6 +193,19 @@ impl EventLoop {
                 .register(s, SIGNALS, Interest::READABLE)
                 .map_err(io_err("cannot watch signals"))?;
         }
+        let comm_listener = match cfg.communicator_listen {
+            None => None,
+            Some(addr) => {
+                let mut l = TcpListener::bind(addr).map_err(io_err(&format!(
+                    "cannot listen on {addr} (communicator_listen)"
+                )))?;
+                registry
+                    .register(&mut l, COMMUNICATOR, Interest::READABLE)
+                    .map_err(io_err("cannot watch communicator_listen"))?;
+                log::info!("serving the snapcommunicator session on {addr}");
+                Some(l)
+            }
+        };
         let waker =
             Arc::new(Waker::new(registry, WAKER).map_err(io_err("cannot create the stop handle"))?);
         control.handle.install_waker(Arc::clone(&waker));
@@ -219,11 +238,14 @@ impl EventLoop {
                 n => format!("cluster of {n}"),
             }
         );
+        let server_name = cfg.core.server_name.clone();
         Ok(EventLoop {
             poll,
             core: Core::new(cfg.core, clock.now()),
             clock,
             listener: Some(listener),
+            comm_listener,
+            server_name,
             socket_file,
             signals,
             notifier,
@@ -292,7 +314,7 @@ impl EventLoop {
             }
             for ev in events.iter() {
                 match ev.token() {
-                    LISTENER => self.accept(now),
+                    LISTENER | COMMUNICATOR => self.accept(now),
                     SIGNALS => self.read_signals(now),
                     WAKER => {}
                     peers::LISTENER => self.peers.accept(self.poll.registry(), now),
@@ -386,17 +408,7 @@ impl EventLoop {
         while let Some(out) = self.core.poll_output() {
             match out {
                 Output::Reply { client, msg } => self.queue_reply(client.0, &msg),
-                Output::Close { client } => {
-                    let id = client.0;
-                    let Some(conn) = self.conns.get_mut(&id) else {
-                        continue;
-                    };
-                    conn.closing = true;
-                    if !conn.dirty {
-                        conn.dirty = true;
-                        self.dirty.push(id);
-                    }
-                }
+                Output::Close { client } => self.close_after_flush(client.0),
                 Output::PeerSend { peer, msg } => {
                     self.peers.send(self.poll.registry(), now, peer, &msg)
                 }
@@ -463,11 +475,21 @@ impl EventLoop {
         if let Some(mut listener) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
         }
+        if let Some(mut listener) = self.comm_listener.take() {
+            let _ = self.poll.registry().deregister(&mut listener);
+        }
         self.socket_file.remove();
         self.peers.stop(self.poll.registry());
         self.core.shutdown(now);
         self.drain(now);
         for (&id, conn) in &mut self.conns {
+            // As snapcommunicator told its services when it stopped.
+            if let Some(stop) = conn.session.as_ref().and_then(|s| s.stop_message()) {
+                if !conn.gone && !conn.peer_gone {
+                    conn.queue(&stop);
+                    Self::account(&mut self.held, conn);
+                }
+            }
             conn.closing = true;
             if !conn.dirty {
                 conn.dirty = true;

@@ -26,6 +26,7 @@ use mio::Waker;
 
 pub mod cli;
 pub mod clock;
+pub mod communicator;
 pub mod config;
 pub mod conn;
 mod event_loop;
@@ -39,6 +40,7 @@ pub mod peers;
 pub mod secret;
 pub mod signals;
 pub mod state;
+pub mod stream;
 
 pub use config::{AgentConfig, ConfigError};
 

@@ -27,16 +27,18 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::net::SocketAddr;
 
 use mio::event::Event;
-use mio::net::UnixStream;
 use mio::{Interest, Token};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use snaplock_proto::wire::{self, Frame, Message};
 use snaplock_proto::{ClientId, Credentials, Input, Malformed, Now};
 
 use super::{ACCEPT_BUDGET, ACCEPT_PAUSE, CLOSE_LINGER, ECHO, EventLoop};
+use crate::communicator::{Session, Step};
 use crate::conn::{Conn, FlushOutcome, ReadOutcome};
+use crate::stream::Stream;
 
 /// Unsent reply bytes at which a connection stops being read until they
 /// are written: a client that asks faster than it reads is slowed down.
@@ -92,52 +94,90 @@ enum Turn {
 pub(super) type Ready = VecDeque<u64>;
 
 impl EventLoop {
+    /// Accepts on the client socket, then on `communicator_listen`, a
+    /// budget each.
     pub(super) fn accept(&mut self, now: Now) {
-        if self.stop_deadline.is_some() || self.accept_paused_until.is_some() {
-            return;
-        }
-        for _ in 0..ACCEPT_BUDGET {
-            let Some(listener) = &self.listener else {
+        'listeners: for tcp in [false, true] {
+            if self.stop_deadline.is_some() || self.accept_paused_until.is_some() {
                 return;
-            };
-            match listener.accept() {
-                Ok((stream, _)) => self.open(now, stream),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
-                Err(e) => {
-                    // Out of file descriptors (EMFILE, ENFILE) or memory: the
-                    // pending connection stays queued, so retrying at once
-                    // would spin. Pause, and log rarely.
-                    if let Some(skipped) = self.accept_errors.allow(now.mono) {
-                        log::warn!(
-                            "cannot accept a client ({e}); pausing accepts for {} ms ({skipped} more such errors not logged)",
-                            ACCEPT_PAUSE.as_millis()
-                        );
-                    }
-                    self.accept_paused_until = Some(now.mono + ACCEPT_PAUSE);
-                    return;
+            }
+            for _ in 0..ACCEPT_BUDGET {
+                let accepted = if tcp {
+                    let Some(listener) = &self.comm_listener else {
+                        continue 'listeners;
+                    };
+                    listener
+                        .accept()
+                        .map(|(s, from)| (Stream::from(s), Some(from)))
+                } else {
+                    let Some(listener) = &self.listener else {
+                        continue 'listeners;
+                    };
+                    listener.accept().map(|(s, _)| (Stream::from(s), None))
+                };
+                if !self.accepted(now, accepted) {
+                    continue 'listeners;
                 }
             }
+            self.accept_again = true;
         }
-        self.accept_again = true;
     }
 
-    fn open(&mut self, now: Now, stream: UnixStream) {
+    /// Opens what `accept` gave; false when the listener has no more for
+    /// now (or accepting pauses).
+    fn accepted(&mut self, now: Now, accepted: io::Result<(Stream, Option<SocketAddr>)>) -> bool {
+        match accepted {
+            Ok((stream, from)) => self.open(now, stream, from),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+            Err(e) => {
+                // Out of file descriptors (EMFILE, ENFILE) or memory: the
+                // pending connection stays queued, so retrying at once
+                // would spin. Pause, and log rarely.
+                if let Some(skipped) = self.accept_errors.allow(now.mono) {
+                    log::warn!(
+                        "cannot accept a client ({e}); pausing accepts for {} ms ({skipped} more such errors not logged)",
+                        ACCEPT_PAUSE.as_millis()
+                    );
+                }
+                self.accept_paused_until = Some(now.mono + ACCEPT_PAUSE);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A new connection: of the client socket, or (`from` set) of a
+    /// snapcommunicator session, which has no peer credentials.
+    fn open(&mut self, now: Now, stream: Stream, from: Option<SocketAddr>) {
         let id = self.next_id;
         self.next_id += 1;
-        let cred = match getsockopt(&stream, PeerCredentials) {
-            Ok(c) => Credentials {
-                pid: u32::try_from(c.pid()).ok(),
-                uid: Some(c.uid()),
-                gid: Some(c.gid()),
+        let cred = match &stream {
+            Stream::Unix(s) => match getsockopt(s, PeerCredentials) {
+                Ok(c) => Credentials {
+                    pid: u32::try_from(c.pid()).ok(),
+                    uid: Some(c.uid()),
+                    gid: Some(c.gid()),
+                },
+                Err(e) => {
+                    log::debug!("client {id}: no peer credentials: {e}");
+                    Credentials::default()
+                }
             },
-            Err(e) => {
-                log::debug!("client {id}: no peer credentials: {e}");
+            Stream::Tcp(s) => {
+                // One short line per reply: send each at once.
+                if let Err(e) = s.set_nodelay(true) {
+                    log::debug!("client {id}: cannot set TCP_NODELAY: {e}");
+                }
                 Credentials::default()
             }
         };
         let mut conn = Conn::new(stream, self.max_line);
+        if let Some(from) = from {
+            log::debug!("client {id}: snapcommunicator session from {from}");
+            conn.session = Some(Box::new(Session::new(&self.server_name)));
+        }
         if let Err(e) =
             self.poll
                 .registry()
@@ -239,6 +279,12 @@ impl EventLoop {
                 Turn::More => Self::enqueue(&mut self.ready, id, conn),
                 Turn::Idle | Turn::Done if conn.peer_gone => {
                     Self::mark_gone(&mut self.to_close, id, conn)
+                }
+                // A TCP peer that closes is seen as an EOF only; to
+                // snapcommunicator that ended the session, as it does here
+                // once what was sent is served.
+                Turn::Done if conn.read_closed && conn.session.is_some() => {
+                    self.close_after_flush(id)
                 }
                 Turn::Idle | Turn::Done => {}
             }
@@ -342,7 +388,20 @@ impl EventLoop {
                 None => return Turn::Idle,
                 Some(Frame::Line([])) => continue,
                 Some(Frame::Line(line)) => match wire::parse(line) {
-                    Ok(msg) => Input::ClientMessage { client, msg },
+                    Ok(msg) => match conn.session.as_mut() {
+                        None => Input::ClientMessage { client, msg },
+                        Some(session) => match session.inbound(msg, now.wall) {
+                            Step::Core(msg) => Input::ClientMessage { client, msg },
+                            step => {
+                                *lines -= 1;
+                                budget.lines -= 1;
+                                if self.session_step(id, step) {
+                                    continue;
+                                }
+                                return Turn::Done;
+                            }
+                        },
+                    },
                     Err(e) => Input::ClientMalformed {
                         client,
                         line: line[..line.len().min(ECHO)].to_vec(),
@@ -361,15 +420,59 @@ impl EventLoop {
         }
     }
 
-    /// Appends a reply to its connection's buffer.
+    /// Does what a snapcommunicator session answers itself; false when
+    /// the session ended.
+    fn session_step(&mut self, id: u64, step: Step) -> bool {
+        match step {
+            Step::Answer(replies) => {
+                for reply in &replies {
+                    self.queue_message(id, reply, false);
+                }
+            }
+            Step::End => {
+                self.close_after_flush(id);
+                return false;
+            }
+            Step::Ignore => {}
+            Step::Core(msg) => {
+                debug_assert!(false, "a request for the core is fed to it: {msg}");
+            }
+        }
+        true
+    }
+
+    /// Appends a reply of the core to its connection's buffer.
     pub(super) fn queue_reply(&mut self, id: u64, msg: &Message) {
+        self.queue_message(id, msg, true);
+    }
+
+    /// Reads nothing more from a connection, and closes it once its
+    /// replies are written.
+    pub(super) fn close_after_flush(&mut self, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        conn.closing = true;
+        if !conn.dirty {
+            conn.dirty = true;
+            self.dirty.push(id);
+        }
+    }
+
+    /// Appends a line to a connection's buffer; a reply of the core
+    /// (`of_core`) is first translated for a snapcommunicator session.
+    fn queue_message(&mut self, id: u64, msg: &Message, of_core: bool) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
         if conn.gone || conn.peer_gone {
             return;
         }
-        conn.queue(msg);
+        let translated = match &conn.session {
+            Some(session) if of_core => Some(session.outbound(msg)),
+            _ => None,
+        };
+        conn.queue(translated.as_ref().unwrap_or(msg));
         if !conn.dirty {
             conn.dirty = true;
             self.dirty.push(id);
