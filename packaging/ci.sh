@@ -114,6 +114,16 @@ ls -l /etc/systemd/system/multi-user.target.wants/snaplock.service \
 # The installed configuration, every key at its default, is usable (the
 # host name may make no valid server name, hence -n).
 /usr/sbin/snaplockd --check-config -n ci || die "the installed configuration is refused"
+# The cluster guide and its example configuration are installed as
+# documentation (the example uncompressed, to be copied), and the example
+# is a usable configuration once its secret_file exists.
+cluster_example=/usr/share/doc/snaplock/examples/snaplock-cluster.conf
+[ -f "$cluster_example" ] || die "no $cluster_example"
+[ -f /usr/share/doc/snaplock/cluster-setup.md.gz ] || die "no /usr/share/doc/snaplock/cluster-setup.md.gz"
+head -c 32 /dev/urandom | base64 >"$tmp/secret"
+chmod 0600 "$tmp/secret"
+sed "s|^secret_file=.*|secret_file=$tmp/secret|" "$cluster_example" >"$tmp/cluster.conf"
+/usr/sbin/snaplockd --check-config -c "$tmp/cluster.conf" || die "$cluster_example is refused"
 if command -v systemd-analyze >/dev/null; then
     timeout 60 systemd-analyze verify "$unit" || die "systemd-analyze refuses $unit"
 fi
