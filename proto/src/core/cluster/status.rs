@@ -117,11 +117,7 @@ impl Core {
             return Some(if waiting.is_empty() {
                 "no leaders yet: no election has ended".to_owned()
             } else {
-                format!(
-                    "no leaders yet: the first election of a cluster of {} waits for every member; not connected: {}",
-                    c.peers.members.len(),
-                    addrs(&waiting)
-                )
+                format!("no leaders yet: {}", self.election_waits(&waiting))
             });
         }
         // First: nothing else can change before it ends.
@@ -201,19 +197,25 @@ impl Core {
             return;
         }
         self.cluster.epoch.waiting_logged = Some(now.mono);
+        log::warn!("no leaders: {}", self.election_waits(&waiting));
+    }
+
+    /// What an election waits for, `waiting` being the members not
+    /// connected: the log line and the `unavailable` answers say the same.
+    fn election_waits(&self, waiting: &[SocketAddr]) -> String {
         let c = &self.cluster;
         if c.epoch.max_seen == 0 && c.peers.members.len() <= 3 {
-            log::warn!(
-                "no leaders: the first election of a cluster of {} needs every member connected; waiting for {}",
+            format!(
+                "the first election of a cluster of {} needs every member connected; waiting for {}",
                 c.peers.members.len(),
-                addrs(&waiting)
-            );
+                addrs(waiting)
+            )
         } else {
-            log::warn!(
-                "no leaders: an election needs {} members connected; waiting for one of {}",
+            format!(
+                "an election needs {} members connected; waiting for one of {}",
                 c.peers.quorum,
-                addrs(&waiting)
-            );
+                addrs(waiting)
+            )
         }
     }
 
