@@ -5,6 +5,7 @@
 mod net;
 mod status;
 mod tx;
+mod waiters;
 
 use net::Net;
 use std::time::Duration;
