@@ -16,6 +16,7 @@ fn table() -> Table {
             ("root", 0),
             ("alice", 1000),
             ("bob", 1001),
+            ("www-data", 33),
             ("nobody", 65534),
         ]
         .into_iter()
@@ -23,6 +24,7 @@ fn table() -> Table {
         groups: vec![
             ("staff", 50, vec!["alice", "bob", "gone"]),
             ("nogroup", 65534, vec![]),
+            ("adm", 4, vec!["alice"]),
         ],
     }
 }
@@ -72,7 +74,7 @@ const NOBODY: Peer = Peer {
 const X: Action = Action::Lock(Mode::Exclusive);
 
 #[test]
-fn the_example_of_the_manual_page_parses_to_its_rules() {
+fn a_file_with_every_form_parses_to_its_rules() {
     let acl = parsed(
         "# who may lock what\n\
          \n\
@@ -230,4 +232,37 @@ fn loading_reads_a_regular_file_and_names_it_in_errors() {
     let missing = load(&dir.join("missing"), &table()).unwrap_err().0;
     assert!(missing.starts_with("cannot read the acl_file"), "{missing}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_example_of_the_manual_page_parses_and_decides_as_it_says() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../man/snaplock.conf.5"),
+    )
+    .expect("the manual page");
+    let example: String = page
+        .lines()
+        .skip_while(|l| *l != "# /etc/snaplock/acl")
+        .take_while(|l| *l != ".EE")
+        .map(|l| l.replace("\\-", "-") + "\n")
+        .collect();
+    let acl = parsed(&example);
+    assert_eq!(acl.rules.len(), 5, "{example}");
+    let www = Peer {
+        ids: Some((33, 33)),
+    };
+    let alice = Peer {
+        ids: Some((1000, 1000)),
+    };
+    let session = Peer { ids: None };
+    assert_eq!(acl.check(www, b"https://example.com/a", X), Ok(()));
+    assert!(acl.check(NOBODY, b"db/t", X).is_err());
+    assert_eq!(
+        acl.check(NOBODY, b"db/t", Action::Lock(Mode::Shared)),
+        Ok(())
+    );
+    assert_eq!(acl.check(NOBODY, b"jobs.1", Action::Transaction), Ok(()));
+    assert_eq!(acl.check(alice, b"anything", X), Ok(()), "alice is of adm");
+    assert_eq!(acl.check(session, b"legacy lock/1", X), Ok(()));
+    assert!(acl.check(session, b"db/t", X).is_err());
 }
