@@ -42,6 +42,7 @@ pub const KEYS: &[&str] = &[
     "communicator_listen",
     "candidate_priority",
     "secret_file",
+    "acl_file",
     "peer_timeout",
     "grace",
     "clock_drift",
@@ -141,6 +142,8 @@ pub struct Settings {
     pub candidate_priority: Option<Priority>,
     /// `secret_file`.
     pub secret_file: Option<PathBuf>,
+    /// `acl_file`.
+    pub acl_file: Option<PathBuf>,
     /// `peer_timeout`.
     pub peer_timeout: Option<Duration>,
     /// `grace`.
@@ -244,6 +247,7 @@ impl Settings {
                 });
             }
             "secret_file" => self.secret_file = non_empty(value).map(PathBuf::from),
+            "acl_file" => self.acl_file = non_empty(value).map(PathBuf::from),
             "peer_timeout" | "grace" => {
                 let (min, max) = if key == "grace" {
                     GRACE_RANGE_MS
@@ -327,6 +331,7 @@ impl Settings {
             communicator_listen: over.communicator_listen.or(self.communicator_listen),
             candidate_priority: over.candidate_priority.or(self.candidate_priority),
             secret_file: over.secret_file.or(self.secret_file),
+            acl_file: over.acl_file.or(self.acl_file),
             peer_timeout: over.peer_timeout.or(self.peer_timeout),
             grace: over.grace.or(self.grace),
             clock_drift: over.clock_drift.or(self.clock_drift),
@@ -545,6 +550,9 @@ pub struct AgentConfig {
     /// The file of the cluster's shared secret; read when the agent
     /// starts. Without it, only loopback peers may link up.
     pub secret_file: Option<PathBuf>,
+    /// The file of the access rules, read again on `SIGHUP`; its rules as
+    /// loaded are `core.acl`.
+    pub acl_file: Option<PathBuf>,
     /// Where the snapcommunicator compatibility session listens
     /// ([`crate::communicator`]); off when `None`.
     pub communicator_listen: Option<SocketAddr>,
@@ -580,6 +588,7 @@ impl AgentConfig {
             socket_mode: 0o660,
             cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             secret_file: None,
+            acl_file: None,
             communicator_listen: None,
             max_line_length: 65_536,
             max_pending_output: 4 << 20,
@@ -748,6 +757,11 @@ pub fn build(
             .unwrap_or(defaults.core.max_tickets_per_object),
         max_tickets: s.max_tickets.unwrap_or(defaults.core.max_tickets),
         cluster,
+        acl: s
+            .acl_file
+            .as_deref()
+            .map(|path| acl::load(path, &acl::System))
+            .transpose()?,
         ..defaults.core
     };
     core.validate().map_err(ConfigError)?;
@@ -759,6 +773,7 @@ pub fn build(
         socket_mode: s.socket_mode.unwrap_or(defaults.socket_mode),
         cluster_name: s.cluster_name.unwrap_or(defaults.cluster_name),
         secret_file: s.secret_file,
+        acl_file: s.acl_file,
         communicator_listen: s.communicator_listen,
         max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
         max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
@@ -782,6 +797,8 @@ pub fn build(
     cfg.check_buffer_limits().map_err(ConfigError)?;
     Ok(cfg)
 }
+
+pub mod acl;
 
 #[cfg(test)]
 mod tests;

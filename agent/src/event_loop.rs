@@ -107,6 +107,8 @@ pub(crate) struct EventLoop {
     handle: AgentHandle,
     _waker: Arc<Waker>,
     log_source: LogSource,
+    /// `acl_file`, read again on `SIGHUP`.
+    acl_file: Option<std::path::PathBuf>,
     conns: ConnMap,
     next_id: u64,
     /// Connections with replies to write at the end of the iteration.
@@ -238,6 +240,13 @@ impl EventLoop {
                 n => format!("cluster of {n}"),
             }
         );
+        if let (Some(path), Some(acl)) = (&cfg.acl_file, &cfg.core.acl) {
+            log::info!(
+                "access rules: {} rules from the acl_file {}",
+                acl.rules.len(),
+                path.display()
+            );
+        }
         let server_name = cfg.core.server_name.clone();
         Ok(EventLoop {
             poll,
@@ -252,6 +261,7 @@ impl EventLoop {
             handle: control.handle.clone(),
             _waker: waker,
             log_source: cfg.log_source,
+            acl_file: cfg.acl_file,
             conns: ConnMap::default(),
             next_id: FIRST_CLIENT,
             dirty: Vec::new(),
@@ -440,7 +450,10 @@ impl EventLoop {
             };
             match signals.next_request() {
                 Ok(Some(signals::Request::Stop(sig))) => self.begin_stop(now, sig.as_str()),
-                Ok(Some(signals::Request::Reload)) => self.reload_log_level(),
+                Ok(Some(signals::Request::Reload)) => {
+                    self.reload_log_level();
+                    self.reload_acl();
+                }
                 Ok(None) => return,
                 Err(e) => {
                     log::error!("cannot read signals: {e}");
@@ -459,6 +472,25 @@ impl EventLoop {
             }
             Ok(None) => log::info!("SIGHUP: RUST_LOG is set and decides the log level"),
             Err(e) => log::warn!("SIGHUP: {e}; log level unchanged"),
+        }
+    }
+
+    /// Reads `acl_file` again. A file that cannot be used leaves the rules
+    /// in force as they were: a typo must not open or close the service.
+    /// Names are resolved here, in the loop, as at start (bounded by the
+    /// file's limits).
+    fn reload_acl(&mut self) {
+        let Some(path) = &self.acl_file else { return };
+        match crate::config::acl::load(path, &crate::config::acl::System) {
+            Ok(acl) => {
+                log::info!(
+                    "SIGHUP: {} rules from the acl_file {}",
+                    acl.rules.len(),
+                    path.display()
+                );
+                self.core.set_acl(Some(acl));
+            }
+            Err(e) => log::error!("SIGHUP: {e}; the previous access rules stay"),
         }
     }
 

@@ -190,7 +190,7 @@ pub struct Control {
 
 impl Control {
     /// For the `snaplockd` process: `SIGTERM`/`SIGINT` stop it, `SIGHUP`
-    /// reloads the log level. Block the signals ([`signals::block`]) before
+    /// reloads the log level and `acl_file`. Block the signals ([`signals::block`]) before
     /// any thread starts.
     pub fn process() -> Control {
         Control {

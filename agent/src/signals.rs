@@ -19,7 +19,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 pub enum Request {
     /// `SIGTERM`, `SIGINT`: stop gracefully.
     Stop(Signal),
-    /// `SIGHUP`: re-read the log level.
+    /// `SIGHUP`: re-read the log level and `acl_file`.
     Reload,
 }
 

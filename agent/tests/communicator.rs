@@ -535,3 +535,35 @@ fn an_end_of_file_ends_the_session_once_its_last_requests_are_answered() {
         &[],
     );
 }
+
+#[test]
+fn acl_file_decides_for_the_sessions_by_its_communicator_rules() {
+    let dir = TempDir::new("commacl");
+    let acl = dir.path().join("acl");
+    std::fs::write(&acl, "communicator: legacy/\nuser 0: *\n").unwrap();
+    let conf = dir.path().join("snaplock.conf");
+    std::fs::write(&conf, format!("acl_file={}\n", acl.display())).unwrap();
+    let (_other, _daemon, addr) = agent("commacl2", &["-c", conf.to_str().unwrap()]);
+    let mut lock = Tcp::connect(addr);
+    lock.register("lock_4321_1");
+    let timeout = unix_now() as u64 + 5;
+    lock.send(&format!(
+        "snaplock/LOCK duration=10;object_name=legacy/a;pid=4321;timeout={timeout}"
+    ));
+    let locked = lock.recv();
+    addressed(&locked, "lock_4321_1", "LOCKED");
+    lock.send(&format!(
+        "snaplock/LOCK duration=10;object_name=modern/a;pid=4321;timeout={timeout}"
+    ));
+    let denied = lock.recv();
+    addressed(&denied, "lock_4321_1", "LOCKFAILED");
+    assert_reply(
+        &denied,
+        "LOCKFAILED",
+        &[("object_name", "modern/a"), ("error", "denied")],
+    );
+    assert!(
+        param(&denied, "description").contains("grants a communicator session"),
+        "{denied}"
+    );
+}

@@ -117,7 +117,8 @@ enum snaplock_result
   // The agent sent something this library does not understand. The
   // agent's state about the request is unknown.
   SNAPLOCK_RESULT_PROTOCOL = 1008,
-  // The lock belongs to another connection (`error=denied`).
+  // The lock belongs to another connection, or the agent's access rules
+  // do not grant the name or namespace (`error=denied`).
   SNAPLOCK_RESULT_DENIED = 1009,
   // This connection (or this `pid`) already has a request on the object,
   // waiting or held (`error=duplicate`).

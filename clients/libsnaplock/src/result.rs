@@ -42,7 +42,8 @@ pub enum snaplock_result {
     /// The agent sent something this library does not understand. The
     /// agent's state about the request is unknown.
     Protocol = 1008,
-    /// The lock belongs to another connection (`error=denied`).
+    /// The lock belongs to another connection, or the agent's access rules
+    /// do not grant the name or namespace (`error=denied`).
     Denied = 1009,
     /// This connection (or this `pid`) already has a request on the object,
     /// waiting or held (`error=duplicate`).
@@ -137,7 +138,9 @@ impl snaplock_result {
             snaplock_result::Lost => c"the lock is lost",
             snaplock_result::Unavailable => c"the lock service is unavailable",
             snaplock_result::Protocol => c"protocol error: unexpected message from the agent",
-            snaplock_result::Denied => c"the lock belongs to another connection",
+            snaplock_result::Denied => {
+                c"the lock belongs to another connection, or the agent's access rules do not grant it"
+            }
             snaplock_result::Duplicate => c"a request on this object is already waiting or held",
             snaplock_result::Overflow => c"the agent has too many requests",
             snaplock_result::Closed => c"the agent closed the connection",

@@ -116,6 +116,7 @@ fn of_error_word(word: &str) -> snaplock_result {
         "overflow" => snaplock_result::Overflow,
         "unavailable" => snaplock_result::Unavailable,
         "untrusted" => snaplock_result::Untrusted,
+        "denied" => snaplock_result::Denied,
         _ => snaplock_result::Refused,
     }
 }
@@ -380,6 +381,7 @@ mod tests {
             ("overflow", snaplock_result::Overflow),
             ("unavailable", snaplock_result::Unavailable),
             ("untrusted", snaplock_result::Untrusted),
+            ("denied", snaplock_result::Denied),
             ("something-new", snaplock_result::Refused),
         ] {
             let line = format!(

@@ -129,7 +129,7 @@ impl Core {
                 self.reply(client, Message::new(status));
             }
             "LISTTICKETS" => {
-                let list = self.ticket_list(now);
+                let list = self.ticket_list(now, client);
                 self.reply(client, Message::new("TICKETLIST").with("list", list));
             }
             "INFO" => {
@@ -206,6 +206,11 @@ impl Core {
             req.kind.limit = req.kind.limit.map(|l| l + 1);
         }
         let key = self.key_of(client, req.target.pid);
+        let action = crate::local::acl::Action::Lock(req.kind.mode);
+        if let Err(why) = self.acl_check(client, &req.target.object, action) {
+            let why = Refusal::new("denied", why);
+            return self.refuse(client, &req.target, Some(&key), &why);
+        }
         let deadline = now.mono_of(req.deadline);
         if deadline <= now.mono {
             let why = Refusal::new("timedout", "the timeout is already past");
@@ -408,6 +413,37 @@ impl Core {
         }
     }
 
+    /// Who the connection is, for the access rules.
+    fn acl_peer(&self, client: ClientId) -> crate::local::acl::Peer {
+        let cred = self.clients.get(&client).map(|c| c.cred);
+        crate::local::acl::Peer {
+            ids: cred.and_then(|c| Some((c.uid?, c.gid?))),
+        }
+    }
+
+    /// Whether the access rules let `client` do `action` on `name` (an
+    /// object name, or a transaction's namespace); the refusal's
+    /// description when not. Without rules, everything is allowed.
+    pub(super) fn acl_check(
+        &self,
+        client: ClientId,
+        name: &[u8],
+        action: crate::local::acl::Action,
+    ) -> Result<(), String> {
+        match &self.config.acl {
+            None => Ok(()),
+            Some(acl) => acl.check(self.acl_peer(client), name, action),
+        }
+    }
+
+    /// Whether `LISTTICKETS` shows `client` the tickets of `name`.
+    fn may_list(&self, client: ClientId, name: &[u8]) -> bool {
+        self.config
+            .acl
+            .as_ref()
+            .is_none_or(|acl| acl.may_lock(self.acl_peer(client), name))
+    }
+
     /// Removes a ticket from the table and from its owner's index.
     fn drop_ticket(&mut self, name: &ObjectName, id: TicketId) {
         self.take_ticket(name, id);
@@ -423,12 +459,13 @@ impl Core {
     }
 
     /// One line per ticket, snaplock's format plus the mode and fence.
-    fn ticket_list(&self, now: Now) -> String {
+    fn ticket_list(&self, now: Now, client: ClientId) -> String {
         let mut list = String::new();
         let mut left = self.table.ticket_count();
         for (name, object) in &self.table.objects {
-            if crate::vocab::split_var_object(name).is_some() {
-                // A transaction's variable, not a lock.
+            // A transaction's variable is not a lock; a name the client may
+            // not lock is not shown to it.
+            if crate::vocab::split_var_object(name).is_some() || !self.may_list(client, name) {
                 left -= object.tickets.len();
                 continue;
             }

@@ -55,6 +55,9 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// Bounds on the variables of lock transactions.
     pub tx: crate::local::tx::Limits,
+    /// Who may lock which names (`acl_file`); `None` allows everything.
+    /// Replaced at run time by [`Core::set_acl`].
+    pub acl: Option<crate::local::acl::Acl>,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             max_list_bytes: 1 << 20,
             cluster: ClusterConfig::default(),
             tx: crate::local::tx::Limits::default(),
+            acl: None,
         }
     }
 }
@@ -338,6 +342,13 @@ impl Core {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Replaces the access rules (`acl_file` read again on `SIGHUP`).
+    /// They decide the requests that come after; what is held or waiting
+    /// stays as it is.
+    pub fn set_acl(&mut self, acl: Option<crate::local::acl::Acl>) {
+        self.config.acl = acl;
     }
 
     /// Feeds one input. Drain [`poll_output`](Self::poll_output) afterwards.

@@ -6,6 +6,7 @@
 //! "Transactions").
 
 use super::Core;
+use crate::local::acl::Action;
 use crate::local::replies;
 use crate::local::trust::Contract;
 use crate::local::tx::{SessionId, TxError, TxRefusal, decode_transaction};
@@ -23,6 +24,9 @@ impl Core {
             }
         };
         let refuse = |why: TxRefusal| replies::transaction_failed(&tx.namespace, tx.tag, &why);
+        if let Err(why) = self.acl_check(client, &tx.namespace, Action::Transaction) {
+            return self.reply(client, refuse(TxRefusal::new(0, TxError::Denied, why)));
+        }
         // The reliability contract (`min_uptime`, `min_trust`, answered
         // with `error=untrusted`) is checked here, and only here: after the
         // request is read, before anything is decided or changed.

@@ -1,5 +1,7 @@
 //! The local side: what one agent knows of its own clients' requests.
 //!
+//! - [`acl`]: who may lock which names (`acl_file`), as data, and the
+//!   decision;
 //! - [`request`]: a client's request, decoded and checked;
 //! - [`table`]: the lock table, every object's tickets in bakery order,
 //!   and their timers;
@@ -14,6 +16,7 @@
 //! in a cluster, the leaders' tables (`cluster/`) decide, and the home
 //! keeps its clients' tickets here.
 
+pub mod acl;
 pub(crate) mod replies;
 pub mod request;
 pub mod table;

@@ -91,6 +91,9 @@ pub enum TxError {
     /// The agent does not meet the request's reliability contract
     /// (`min_uptime`, `min_trust`).
     Untrusted,
+    /// The agent's access rules (`acl_file`) do not grant this connection
+    /// the namespace.
+    Denied,
 }
 
 impl TxError {
@@ -102,6 +105,7 @@ impl TxError {
             TxError::Overflow => "overflow",
             TxError::Unavailable => "unavailable",
             TxError::Untrusted => "untrusted",
+            TxError::Denied => "denied",
         }
     }
 }
