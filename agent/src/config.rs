@@ -40,6 +40,9 @@ pub const KEYS: &[&str] = &[
     "listen",
     "neighbors",
     "communicator_listen",
+    "metrics_listen",
+    "metrics_top_names",
+    "metrics_prefixes",
     "candidate_priority",
     "secret_file",
     "peer_timeout",
@@ -137,6 +140,12 @@ pub struct Settings {
     pub neighbors: Option<Vec<SocketAddr>>,
     /// `communicator_listen`.
     pub communicator_listen: Option<SocketAddr>,
+    /// `metrics_listen`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// `metrics_top_names`.
+    pub metrics_top_names: Option<usize>,
+    /// `metrics_prefixes`.
+    pub metrics_prefixes: Option<Vec<Vec<u8>>>,
     /// `candidate_priority`.
     pub candidate_priority: Option<Priority>,
     /// `secret_file`.
@@ -208,19 +217,24 @@ impl Settings {
                     _ => return Err(bad("must be an octal mode from 0 to 0777, such as 0660")),
                 }
             }
-            "listen" | "communicator_listen" => {
+            "listen" | "communicator_listen" | "metrics_listen" => {
                 let addr = match non_empty(value) {
                     None => None,
                     Some(v) => Some(parse_addr(v).map_err(|()| {
                         bad("must be IP:PORT, such as 192.0.2.1:4040 or [2001:db8::1]:4040")
                     })?),
                 };
-                if key == "listen" {
-                    self.listen = addr;
-                } else {
-                    self.communicator_listen = addr;
+                match key {
+                    "listen" => self.listen = addr,
+                    "metrics_listen" => self.metrics_listen = addr,
+                    _ => self.communicator_listen = addr,
                 }
             }
+            "metrics_top_names" => {
+                let range = (0, snaplock_proto::metrics::MAX_TOP_NAMES);
+                self.metrics_top_names = Some(number(value, range, "").map_err(|w| bad(&w))?);
+            }
+            "metrics_prefixes" => self.metrics_prefixes = Some(parse_prefixes(value).map_err(bad)?),
             "neighbors" => {
                 let mut list = Vec::new();
                 for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -325,6 +339,9 @@ impl Settings {
             listen: over.listen.or(self.listen),
             neighbors: over.neighbors.or(self.neighbors),
             communicator_listen: over.communicator_listen.or(self.communicator_listen),
+            metrics_listen: over.metrics_listen.or(self.metrics_listen),
+            metrics_top_names: over.metrics_top_names.or(self.metrics_top_names),
+            metrics_prefixes: over.metrics_prefixes.or(self.metrics_prefixes),
             candidate_priority: over.candidate_priority.or(self.candidate_priority),
             secret_file: over.secret_file.or(self.secret_file),
             peer_timeout: over.peer_timeout.or(self.peer_timeout),
@@ -340,6 +357,21 @@ impl Settings {
             log_level: over.log_level.or(self.log_level),
         }
     }
+}
+
+/// `metrics_prefixes=`: prefixes separated by blanks (names are often
+/// URLs, which may hold commas but no blank), each of at most
+/// `MAX_PREFIX_LEN` bytes, `MAX_PREFIXES` at most.
+fn parse_prefixes(value: &str) -> Result<Vec<Vec<u8>>, &'static str> {
+    use snaplock_proto::metrics::{MAX_PREFIX_LEN, MAX_PREFIXES};
+    let list: Vec<Vec<u8>> = value.split_whitespace().map(|p| p.into()).collect();
+    if list.len() > MAX_PREFIXES {
+        return Err("at most 64 prefixes, separated by blanks");
+    }
+    if list.iter().any(|p| p.len() > MAX_PREFIX_LEN) {
+        return Err("a prefix is at most 256 bytes");
+    }
+    Ok(list)
 }
 
 fn non_empty(v: &str) -> Option<&str> {
@@ -548,6 +580,9 @@ pub struct AgentConfig {
     /// Where the snapcommunicator compatibility session listens
     /// ([`crate::communicator`]); off when `None`.
     pub communicator_listen: Option<SocketAddr>,
+    /// Where `GET /metrics` is served ([`crate::metrics_http`]); off
+    /// when `None`.
+    pub metrics_listen: Option<SocketAddr>,
     /// Longest request line, in bytes; longer: `INVALID` and closed.
     pub max_line_length: usize,
     /// Unsent reply bytes a client may have before it is closed.
@@ -581,6 +616,7 @@ impl AgentConfig {
             cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             secret_file: None,
             communicator_listen: None,
+            metrics_listen: None,
             max_line_length: 65_536,
             max_pending_output: 4 << 20,
             max_pending_total: 256 << 20,
@@ -696,14 +732,20 @@ pub fn build(
         None => false,
     };
     members::check_members(s.listen, &neighbors, has_secret).map_err(ConfigError)?;
-    if let (Some(addr), Some(listen)) = (s.communicator_listen, s.listen) {
-        let same_ip =
-            addr.ip() == listen.ip() || addr.ip().is_unspecified() || listen.ip().is_unspecified();
-        if same_ip && addr.port() == listen.port() {
-            return Err(ConfigError(format!(
-                "communicator_listen={addr} takes the port of listen={listen}: the agents' links \
-                 and the snapcommunicator session need an address each"
-            )));
+    let keys = [
+        ("listen", s.listen),
+        ("communicator_listen", s.communicator_listen),
+        ("metrics_listen", s.metrics_listen),
+    ];
+    for (i, (key_a, a)) in keys.iter().enumerate() {
+        for (key_b, b) in &keys[i + 1..] {
+            let (Some(a), Some(b)) = (a, b) else { continue };
+            let same_ip = a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified();
+            if same_ip && a.port() == b.port() {
+                return Err(ConfigError(format!(
+                    "{key_b}={b} takes the port of {key_a}={a}: each needs an address of its own"
+                )));
+            }
         }
     }
     let cluster_defaults = ClusterConfig::default();
@@ -748,6 +790,10 @@ pub fn build(
             .unwrap_or(defaults.core.max_tickets_per_object),
         max_tickets: s.max_tickets.unwrap_or(defaults.core.max_tickets),
         cluster,
+        metrics: snaplock_proto::metrics::MetricsConfig {
+            top_names: (s.metrics_top_names).unwrap_or(defaults.core.metrics.top_names),
+            prefixes: s.metrics_prefixes.unwrap_or_default(),
+        },
         ..defaults.core
     };
     core.validate().map_err(ConfigError)?;
@@ -760,6 +806,7 @@ pub fn build(
         cluster_name: s.cluster_name.unwrap_or(defaults.cluster_name),
         secret_file: s.secret_file,
         communicator_listen: s.communicator_listen,
+        metrics_listen: s.metrics_listen,
         max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
         max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
         max_pending_total: s.max_pending_total.unwrap_or(defaults.max_pending_total),
