@@ -40,7 +40,8 @@ fn three_agents_report_each_peer_linked_with_a_round_trip_and_a_killed_one_down(
     let line = format!("peer {}: name node1, link up, heard ", c.addr(1));
     assert!(out.contains(&line), "{out}");
     let s = parse_exposition(&c.cli(0, &["metrics"]));
-    let peer = |i: usize| format!("{{\"peer\": \"{}\"}}", c.addr(i));
+    let addrs: Vec<String> = (0..3).map(|i| c.addr(i).to_string()).collect();
+    let peer = |i: usize| format!("{{\"peer\": \"{}\"}}", addrs[i]);
     assert_eq!(value(&s, "snaplock_peer_up", &peer(1)), 1.0);
     assert_eq!(value(&s, "snaplock_peer_up", &peer(2)), 1.0);
     assert!(value(&s, "snaplock_peer_rtt_seconds", &peer(1)) > 0.0);
