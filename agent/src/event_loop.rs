@@ -354,6 +354,9 @@ impl EventLoop {
             self.resume(now);
             self.peers.handle_timeout(self.poll.registry(), now);
             if let Some(m) = self.metrics.as_mut() {
+                if m.accept_again() {
+                    m.accept(self.poll.registry(), now);
+                }
                 m.handle_timeout(self.poll.registry(), now);
             }
             self.drain(now);
@@ -378,6 +381,10 @@ impl EventLoop {
             || !self.fresh.is_empty()
             || self.accept_again
             || self.peers.busy()
+            || self
+                .metrics
+                .as_ref()
+                .is_some_and(MetricsServer::accept_again)
         {
             return Some(Duration::ZERO);
         }

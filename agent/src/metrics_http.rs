@@ -141,6 +141,10 @@ pub(crate) struct MetricsServer {
     listener: TcpListener,
     conns: BTreeMap<u64, HttpConn>,
     next_id: u64,
+    /// The accept budget ran out with connections perhaps still in the
+    /// backlog: no new event will say so (edge-triggered), so the loop
+    /// accepts again at its next turn.
+    accept_again: bool,
 }
 
 impl MetricsServer {
@@ -152,6 +156,7 @@ impl MetricsServer {
             listener,
             conns: BTreeMap::new(),
             next_id: 0,
+            accept_again: false,
         })
     }
 
@@ -166,16 +171,21 @@ impl MetricsServer {
     /// Accepts what the backlog has, within [`ACCEPT_BUDGET`]; a
     /// connection past [`MAX_CONNECTIONS`] is closed at once.
     pub(crate) fn accept(&mut self, registry: &Registry, now: Now) {
+        self.accept_again = true;
         for _ in 0..ACCEPT_BUDGET {
             let mut stream = match self.listener.accept() {
                 Ok((s, _)) => s,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept_again = false;
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
                 Err(e) => {
                     // Out of descriptors: the backlog keeps it; the next
                     // connection's event tries again.
                     log::warn!("metrics_listen: cannot accept: {e}");
+                    self.accept_again = false;
                     return;
                 }
             };
@@ -225,6 +235,11 @@ impl MetricsServer {
         if done {
             self.close(registry, id);
         }
+    }
+
+    /// Whether connections may wait in the backlog ([`Self::accept`] again).
+    pub(crate) fn accept_again(&self) -> bool {
+        self.accept_again
     }
 
     /// When the earliest connection's deadline falls.
