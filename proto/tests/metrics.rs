@@ -153,3 +153,38 @@ fn however_many_names_are_locked_only_the_busiest_get_a_series() {
     has(&s, "snaplock_prefix_grants_total{prefix=\"hot/\"} 1000");
     has(&s, "snaplock_grants_total 2000");
 }
+
+#[test]
+fn long_names_give_fewer_series_rather_than_a_reply_past_the_bound() {
+    let config = Config {
+        metrics: MetricsConfig {
+            top_names: 100,
+            prefixes: Vec::new(),
+        },
+        max_list_bytes: 64 << 10,
+        ..Config::default()
+    };
+    let mut d = Driver::new(config);
+    for i in 0..100 {
+        let name = format!("{i:03}{}", "n".repeat(4000));
+        for _ in 0..=i % 3 {
+            let lock = format!("LOCK object_name={name}");
+            assert_eq!(d.send(1.0, 1, &lock), ["LOCKED"]);
+            assert_eq!(
+                d.send(1.0, 1, &format!("UNLOCK object_name={name}")),
+                ["UNLOCKED"]
+            );
+        }
+    }
+    let text = d.core.metrics_text(at(1.0));
+    assert!(text.len() < (64 << 10) + 8192, "{} bytes", text.len());
+    let series: Vec<&str> = (text.lines())
+        .filter(|l| l.starts_with("snaplock_object_grants_total{"))
+        .collect();
+    assert!(!series.is_empty() && series.len() < 100, "{}", series.len());
+    // The busiest (3 grants) come first: none with fewer is kept before them.
+    assert!(
+        series.iter().take(5).all(|l| l.ends_with(" 3")),
+        "{series:?}"
+    );
+}

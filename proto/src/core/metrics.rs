@@ -175,6 +175,9 @@ impl Core {
     /// The busiest names' grants, and the grants, holders and waiters of
     /// the configured prefixes. Names that are not UTF-8 may make the
     /// same label: their counts are added up, so every series is once.
+    /// Names are up to 4 KiB: the busiest names' series stop once the
+    /// text passes `max_list_bytes` (the agent keeps it within a quarter
+    /// of what a client may have unsent), the least busy left out.
     fn name_metrics(&self, e: &mut Exposition) {
         let m = &self.metrics;
         let mut busiest: BTreeMap<String, u64> = BTreeMap::new();
@@ -186,12 +189,14 @@ impl Core {
             "counter",
             "Grants of the busiest names (an estimate: an upper bound).",
         );
-        for (object, n) in &busiest {
-            e.sample(
-                "snaplock_object_grants_total",
-                &[("object", object)],
-                *n as f64,
-            );
+        let mut by_count: Vec<(&String, &u64)> = busiest.iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (object, n) in by_count {
+            if e.len() >= self.config.max_list_bytes {
+                break;
+            }
+            let labels = [("object", object.as_str())];
+            e.sample("snaplock_object_grants_total", &labels, *n as f64);
         }
         let mut prefixes: BTreeMap<String, (u64, usize, usize)> = BTreeMap::new();
         for (p, grants) in m.prefixes.iter().zip(&m.prefix_grants) {

@@ -61,6 +61,16 @@ impl Exposition {
         self.sample(&format!("{name}_count"), &[], h.count() as f64);
     }
 
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether nothing is written yet.
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
     /// The text.
     pub fn finish(self) -> String {
         self.out
