@@ -37,6 +37,7 @@ const KEY_OPTIONS: &[(&str, &str)] = &[
     ("listen", "listen"),
     ("neighbors", "neighbors"),
     ("communicator-listen", "communicator_listen"),
+    ("metrics-listen", "metrics_listen"),
     ("server-name", "server_name"),
     ("candidate-priority", "candidate_priority"),
     ("secret-file", "secret_file"),
@@ -79,6 +80,12 @@ pub fn make_opts() -> getopts::Options {
         "",
         "communicator-listen",
         "TCP address for the original snaplock's clients (snapcommunicator session; default: off)",
+        "ADDR:PORT",
+    );
+    opts.optopt(
+        "",
+        "metrics-listen",
+        "TCP address serving GET /metrics to Prometheus (default: off)",
         "ADDR:PORT",
     );
     opts.optopt(

@@ -18,7 +18,6 @@ use std::time::Duration;
 use log::LevelFilter;
 use snaplock_proto::ClusterConfig;
 use snaplock_proto::paths::{self, SocketSources};
-use snaplock_proto::vocab::parse_u64;
 use snaplock_proto::wire::is_valid_name;
 
 use crate::files::{self, shown};
@@ -40,6 +39,9 @@ pub const KEYS: &[&str] = &[
     "listen",
     "neighbors",
     "communicator_listen",
+    "metrics_listen",
+    "metrics_top_names",
+    "metrics_prefixes",
     "candidate_priority",
     "secret_file",
     "acl_file",
@@ -138,6 +140,12 @@ pub struct Settings {
     pub neighbors: Option<Vec<SocketAddr>>,
     /// `communicator_listen`.
     pub communicator_listen: Option<SocketAddr>,
+    /// `metrics_listen`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// `metrics_top_names`.
+    pub metrics_top_names: Option<usize>,
+    /// `metrics_prefixes`.
+    pub metrics_prefixes: Option<Vec<Vec<u8>>>,
     /// `candidate_priority`.
     pub candidate_priority: Option<Priority>,
     /// `secret_file`.
@@ -211,19 +219,24 @@ impl Settings {
                     _ => return Err(bad("must be an octal mode from 0 to 0777, such as 0660")),
                 }
             }
-            "listen" | "communicator_listen" => {
+            "listen" | "communicator_listen" | "metrics_listen" => {
                 let addr = match non_empty(value) {
                     None => None,
                     Some(v) => Some(parse_addr(v).map_err(|()| {
                         bad("must be IP:PORT, such as 192.0.2.1:4040 or [2001:db8::1]:4040")
                     })?),
                 };
-                if key == "listen" {
-                    self.listen = addr;
-                } else {
-                    self.communicator_listen = addr;
+                match key {
+                    "listen" => self.listen = addr,
+                    "metrics_listen" => self.metrics_listen = addr,
+                    _ => self.communicator_listen = addr,
                 }
             }
+            "metrics_top_names" => {
+                let range = (0, snaplock_proto::metrics::MAX_TOP_NAMES);
+                self.metrics_top_names = Some(number(value, range, "").map_err(|w| bad(&w))?);
+            }
+            "metrics_prefixes" => self.metrics_prefixes = Some(parse_prefixes(value).map_err(bad)?),
             "neighbors" => {
                 let mut list = Vec::new();
                 for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -329,6 +342,9 @@ impl Settings {
             listen: over.listen.or(self.listen),
             neighbors: over.neighbors.or(self.neighbors),
             communicator_listen: over.communicator_listen.or(self.communicator_listen),
+            metrics_listen: over.metrics_listen.or(self.metrics_listen),
+            metrics_top_names: over.metrics_top_names.or(self.metrics_top_names),
+            metrics_prefixes: over.metrics_prefixes.or(self.metrics_prefixes),
             candidate_priority: over.candidate_priority.or(self.candidate_priority),
             secret_file: over.secret_file.or(self.secret_file),
             acl_file: over.acl_file.or(self.acl_file),
@@ -344,58 +360,6 @@ impl Settings {
             busy_poll: over.busy_poll.or(self.busy_poll),
             log_level: over.log_level.or(self.log_level),
         }
-    }
-}
-
-fn non_empty(v: &str) -> Option<&str> {
-    if v.is_empty() { None } else { Some(v) }
-}
-
-fn parse_addr(v: &str) -> Result<SocketAddr, ()> {
-    v.parse::<SocketAddr>().map_err(|_| ())
-}
-
-/// `I` or `I.F` with at most `decimals` digits in `F`, scaled by
-/// 10^`decimals`: exact, unlike a float.
-fn decimal(v: &str, decimals: u32) -> Option<u64> {
-    let (int, frac) = v.split_once('.').unwrap_or((v, ""));
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if int.is_empty() || !digits(int) || !digits(frac) || frac.len() > decimals as usize {
-        return None;
-    }
-    if v.ends_with('.') {
-        return None;
-    }
-    let scale = 10u64.pow(decimals);
-    let frac_scaled = if frac.is_empty() {
-        0
-    } else {
-        unsigned(frac)? * 10u64.pow(decimals - frac.len() as u32)
-    };
-    unsigned(int)?.checked_mul(scale)?.checked_add(frac_scaled)
-}
-
-/// Digits only, as the protocol reads its numbers: no sign, no blank.
-fn unsigned(v: &str) -> Option<u64> {
-    parse_u64(v.as_bytes())
-}
-
-fn number(v: &str, (min, max): (usize, usize), unit: &str) -> Result<usize, String> {
-    match unsigned(v).and_then(|n| usize::try_from(n).ok()) {
-        Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("must be an integer from {min} to {max}{unit}")),
-    }
-}
-
-/// `error`, `warn`, `info`, `debug` or `trace`.
-pub fn parse_log_level(v: &str) -> Option<LevelFilter> {
-    match v {
-        "error" => Some(LevelFilter::Error),
-        "warn" => Some(LevelFilter::Warn),
-        "info" => Some(LevelFilter::Info),
-        "debug" => Some(LevelFilter::Debug),
-        "trace" => Some(LevelFilter::Trace),
-        _ => None,
     }
 }
 
@@ -556,6 +520,9 @@ pub struct AgentConfig {
     /// Where the snapcommunicator compatibility session listens
     /// ([`crate::communicator`]); off when `None`.
     pub communicator_listen: Option<SocketAddr>,
+    /// Where `GET /metrics` is served ([`crate::metrics_http`]); off
+    /// when `None`.
+    pub metrics_listen: Option<SocketAddr>,
     /// Longest request line, in bytes; longer: `INVALID` and closed.
     pub max_line_length: usize,
     /// Unsent reply bytes a client may have before it is closed.
@@ -590,6 +557,7 @@ impl AgentConfig {
             secret_file: None,
             acl_file: None,
             communicator_listen: None,
+            metrics_listen: None,
             max_line_length: 65_536,
             max_pending_output: 4 << 20,
             max_pending_total: 256 << 20,
@@ -705,14 +673,20 @@ pub fn build(
         None => false,
     };
     members::check_members(s.listen, &neighbors, has_secret).map_err(ConfigError)?;
-    if let (Some(addr), Some(listen)) = (s.communicator_listen, s.listen) {
-        let same_ip =
-            addr.ip() == listen.ip() || addr.ip().is_unspecified() || listen.ip().is_unspecified();
-        if same_ip && addr.port() == listen.port() {
-            return Err(ConfigError(format!(
-                "communicator_listen={addr} takes the port of listen={listen}: the agents' links \
-                 and the snapcommunicator session need an address each"
-            )));
+    let keys = [
+        ("listen", s.listen),
+        ("communicator_listen", s.communicator_listen),
+        ("metrics_listen", s.metrics_listen),
+    ];
+    for (i, (key_a, a)) in keys.iter().enumerate() {
+        for (key_b, b) in &keys[i + 1..] {
+            let (Some(a), Some(b)) = (a, b) else { continue };
+            let same_ip = a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified();
+            if same_ip && a.port() == b.port() {
+                return Err(ConfigError(format!(
+                    "{key_b}={b} takes the port of {key_a}={a}: each needs an address of its own"
+                )));
+            }
         }
     }
     let cluster_defaults = ClusterConfig::default();
@@ -762,6 +736,10 @@ pub fn build(
             .as_deref()
             .map(|path| acl::load(path, &acl::System))
             .transpose()?,
+        metrics: snaplock_proto::metrics::MetricsConfig {
+            top_names: (s.metrics_top_names).unwrap_or(defaults.core.metrics.top_names),
+            prefixes: s.metrics_prefixes.unwrap_or_default(),
+        },
         ..defaults.core
     };
     core.validate().map_err(ConfigError)?;
@@ -775,6 +753,7 @@ pub fn build(
         secret_file: s.secret_file,
         acl_file: s.acl_file,
         communicator_listen: s.communicator_listen,
+        metrics_listen: s.metrics_listen,
         max_line_length: s.max_line_length.unwrap_or(defaults.max_line_length),
         max_pending_output: s.max_pending_output.unwrap_or(defaults.max_pending_output),
         max_pending_total: s.max_pending_total.unwrap_or(defaults.max_pending_total),
@@ -799,6 +778,10 @@ pub fn build(
 }
 
 pub mod acl;
+mod values;
+
+pub use values::parse_log_level;
+use values::{decimal, non_empty, number, parse_addr, parse_prefixes, unsigned};
 
 #[cfg(test)]
 mod tests;

@@ -36,6 +36,7 @@ use crate::config::{AgentConfig, LogSource};
 use crate::conn::Conn;
 use crate::listen::{self, SocketFile};
 use crate::logging::RateLimit;
+use crate::metrics_http::{self, MetricsServer};
 use crate::notify::Notifier;
 use crate::peers::{self, Peers};
 use crate::signals::{self, Signals};
@@ -99,6 +100,8 @@ pub(crate) struct EventLoop {
     listener: Option<UnixListener>,
     /// `communicator_listen`, when set ([`crate::communicator`]).
     comm_listener: Option<TcpListener>,
+    /// `metrics_listen`, when set ([`crate::metrics_http`]).
+    metrics: Option<MetricsServer>,
     /// This agent's server name, which communicator sessions address by.
     server_name: String,
     socket_file: SocketFile,
@@ -208,6 +211,15 @@ impl EventLoop {
                 Some(l)
             }
         };
+        let metrics = match cfg.metrics_listen {
+            None => None,
+            Some(addr) => {
+                let server = MetricsServer::bind(registry, addr)
+                    .map_err(io_err(&format!("cannot listen on {addr} (metrics_listen)")))?;
+                log::info!("serving GET /metrics on {addr}");
+                Some(server)
+            }
+        };
         let waker =
             Arc::new(Waker::new(registry, WAKER).map_err(io_err("cannot create the stop handle"))?);
         control.handle.install_waker(Arc::clone(&waker));
@@ -254,6 +266,7 @@ impl EventLoop {
             clock,
             listener: Some(listener),
             comm_listener,
+            metrics,
             server_name,
             socket_file,
             signals,
@@ -328,6 +341,17 @@ impl EventLoop {
                     SIGNALS => self.read_signals(now),
                     WAKER => {}
                     peers::LISTENER => self.peers.accept(self.poll.registry(), now),
+                    metrics_http::LISTENER => {
+                        if let Some(m) = self.metrics.as_mut() {
+                            m.accept(self.poll.registry(), now);
+                        }
+                    }
+                    token if metrics_http::owns(token) => {
+                        let core = &self.core;
+                        if let Some(m) = self.metrics.as_mut() {
+                            m.event(self.poll.registry(), now, token, || core.metrics_text(now));
+                        }
+                    }
                     token if peers::owns(token) => {
                         self.peers.event(self.poll.registry(), now, token, ev)
                     }
@@ -339,6 +363,12 @@ impl EventLoop {
             }
             self.resume(now);
             self.peers.handle_timeout(self.poll.registry(), now);
+            if let Some(m) = self.metrics.as_mut() {
+                if m.accept_again() {
+                    m.accept(self.poll.registry(), now);
+                }
+                m.handle_timeout(self.poll.registry(), now);
+            }
             self.drain(now);
             self.core.handle_timeout(now);
             self.drain(now);
@@ -361,6 +391,10 @@ impl EventLoop {
             || !self.fresh.is_empty()
             || self.accept_again
             || self.peers.busy()
+            || self
+                .metrics
+                .as_ref()
+                .is_some_and(MetricsServer::accept_again)
         {
             return Some(Duration::ZERO);
         }
@@ -382,6 +416,7 @@ impl EventLoop {
             .flatten()
             .chain(self.core.poll_timeout())
             .chain(self.peers.next_deadline())
+            .chain(self.metrics.as_ref().and_then(MetricsServer::next_deadline))
             .min()?;
         let us = next.saturating_since(now.mono).as_micros();
         Some(
@@ -509,6 +544,9 @@ impl EventLoop {
         }
         if let Some(mut listener) = self.comm_listener.take() {
             let _ = self.poll.registry().deregister(&mut listener);
+        }
+        if let Some(metrics) = self.metrics.take() {
+            metrics.stop(self.poll.registry());
         }
         self.socket_file.remove();
         self.peers.stop(self.poll.registry());

@@ -34,6 +34,7 @@ pub mod files;
 pub mod listen;
 pub mod logging;
 pub mod members;
+pub mod metrics_http;
 pub mod notify;
 pub mod outbuf;
 pub mod peers;

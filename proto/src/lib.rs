@@ -33,6 +33,7 @@
 pub mod cluster;
 pub mod core;
 pub mod local;
+pub mod metrics;
 pub mod paths;
 pub mod time;
 pub mod vocab;

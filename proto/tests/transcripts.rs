@@ -503,7 +503,7 @@ fn the_transcript_runner_reports_missing_and_unexpected_output() {
     );
     assert_eq!(
         blessed,
-        "@0 open 1\n1> HELP\n1< COMMANDS list=ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,TRANSACTION,UNLOCK\n\
+        "@0 open 1\n1> HELP\n1< COMMANDS list=ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,METRICS,TRANSACTION,UNLOCK\n\
          1> LOCKSTATUS\n1< LOCKREADY\n"
     );
     let (failures, again) = run(&blessed);

@@ -357,6 +357,36 @@ fn every_status_parameter_is_described_in_the_protocol_page() {
     }
 }
 
+#[test]
+fn every_metric_family_the_core_renders_is_described_in_the_protocol_page() {
+    let replies = ask(&["METRICS"]);
+    assert_eq!(replies[0].command, "METRICSTEXT");
+    let text = replies[0].get_str("text").expect("METRICSTEXT text=");
+    let page = man_section(&man_text("snaplock.7"), "METRICS");
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert!(families.len() >= 15, "METRICS has only {families:?}");
+    for family in &families {
+        assert!(
+            page.contains(&format!(".B {family}\n")),
+            "the METRICS section of man/snaplock.7 does not describe {family}"
+        );
+    }
+    let in_page = page
+        .lines()
+        .filter_map(|l| l.strip_prefix(".B snaplock_"))
+        .map(|f| format!("snaplock_{f}"));
+    for family in in_page {
+        assert!(
+            families.contains(&family.as_str()),
+            "man/snaplock.7 describes {family}, which the agent does not render"
+        );
+    }
+}
+
 /// The `error=` values the core can send. There is no list of them in the
 /// code, so they are read from its source: the first argument of every
 /// `Refusal::new(`, the `invalid` of `Refusal::invalid(`, and every

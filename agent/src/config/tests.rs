@@ -516,3 +516,55 @@ fn sighup_takes_the_option_then_the_file_then_info() {
     assert_eq!(source.reload(), Ok(None));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_metrics_keys_reach_the_agent_and_the_core_within_their_bounds() {
+    let text = "metrics_listen=127.0.0.1:9101\nmetrics_top_names=5\n\
+                metrics_prefixes=  https://x/a,b  user/\n";
+    let s = parse_text("f", text).unwrap();
+    let cfg = build(s, Settings::default(), &env(), LogSource::default()).unwrap();
+    assert_eq!(cfg.metrics_listen, Some("127.0.0.1:9101".parse().unwrap()));
+    assert_eq!(cfg.core.metrics.top_names, 5);
+    let prefixes: Vec<&[u8]> = cfg
+        .core
+        .metrics
+        .prefixes
+        .iter()
+        .map(Vec::as_slice)
+        .collect();
+    assert_eq!(prefixes, [&b"https://x/a,b"[..], b"user/"]);
+    let off = build(
+        Settings::default(),
+        Settings::default(),
+        &env(),
+        LogSource::default(),
+    )
+    .unwrap();
+    assert_eq!((off.metrics_listen, off.core.metrics.top_names), (None, 20));
+    for (text, wanted) in [
+        (
+            "metrics_listen=9101",
+            "metrics_listen=\"9101\": must be IP:PORT",
+        ),
+        (
+            "metrics_top_names=101",
+            "metrics_top_names=\"101\": must be an integer from 0 to 100",
+        ),
+    ] {
+        let e = err_of(&format!("\n{text}\n"));
+        assert!(e.contains(wanted), "{text}: {e}");
+    }
+    let many: Vec<String> = (0..65).map(|i| format!("p{i}/")).collect();
+    let e = err_of(&format!("metrics_prefixes={}\n", many.join(" ")));
+    assert!(e.contains("at most 64 prefixes"), "{e}");
+    let e = err_of(&format!("metrics_prefixes={}\n", "x".repeat(257)));
+    assert!(e.contains("at most 256 bytes"), "{e}");
+    let s = parse_text("f", "listen=127.0.0.1:4040\nmetrics_listen=0.0.0.0:4040\n").unwrap();
+    let e = build(s, Settings::default(), &env(), LogSource::default())
+        .unwrap_err()
+        .0;
+    assert!(
+        e.starts_with("metrics_listen=0.0.0.0:4040 takes the port of listen=127.0.0.1:4040"),
+        "{e}"
+    );
+}

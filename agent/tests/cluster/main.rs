@@ -8,6 +8,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod harness;
+mod metrics;
+#[path = "../common/prometheus.rs"]
+mod prometheus;
 mod silence;
 mod status;
 mod transactions;

@@ -77,7 +77,12 @@ Commands:
   list
       Print the agent's tickets, one per line.
   info
-      Print the agent's status, one \"name: value\" line per item.
+      Print the agent's status, one \"name: value\" line per item; in a
+      cluster, then one \"peer ADDR: ...\" line per other member: its
+      name, link state, when it was last heard and the ping round trip.
+  metrics
+      Print the agent's metrics in the Prometheus text format (as its
+      metrics_listen serves them), for node_exporter's textfile collector.
   send [-t SECS] LINE
       Send LINE, one raw protocol message, and print the replies: wait at
       most SECS (decimals allowed; default 10) for the first one, then print
@@ -150,6 +155,8 @@ pub enum Action {
     List,
     /// `INFO`.
     Info,
+    /// `METRICS`.
+    Metrics,
     /// A raw line.
     Send(SendArgs),
     /// One lock transaction.
@@ -322,7 +329,7 @@ pub fn tx_opts() -> Options {
     opts
 }
 
-/// The options of `status`, `list` and `info`.
+/// The options of `status`, `list`, `info` and `metrics`.
 fn plain_opts() -> Options {
     let mut opts = Options::new();
     opts.optflag("h", "help", "print the help and exit");
@@ -348,14 +355,14 @@ where
     } else {
         let Some((sub, sub_args)) = rest.split_first() else {
             return Err(usage(
-                "missing command (lock, tx, status, list, info or send)",
+                "missing command (lock, tx, status, list, info, metrics or send)",
             ));
         };
         match sub.to_str() {
             Some("lock") => parse_lock(sub_args)?,
             Some("send") => parse_send(sub_args)?,
             Some("tx") => parse_tx(sub_args)?,
-            Some(name @ ("status" | "list" | "info")) => parse_plain(name, sub_args)?,
+            Some(name @ ("status" | "list" | "info" | "metrics")) => parse_plain(name, sub_args)?,
             _ => {
                 return Err(usage(format!(
                     "unknown command '{}'",
@@ -616,6 +623,7 @@ fn parse_plain(name: &str, args: &[OsString]) -> Result<Action, UsageError> {
     Ok(match name {
         "status" => Action::Status,
         "list" => Action::List,
+        "metrics" => Action::Metrics,
         _ => Action::Info,
     })
 }

@@ -61,6 +61,7 @@ fn execute(cmd: &Command) -> ExitCode {
         Action::Status => query::status(&mut client),
         Action::List => query::list(&mut client),
         Action::Info => query::info(&mut client),
+        Action::Metrics => query::metrics(&mut client),
         Action::Send(send) => query::send(&mut client, send),
         Action::Tx(tx) => tx::run(&mut client, tx),
         Action::Help | Action::Version => exit::OK,

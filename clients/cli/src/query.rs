@@ -1,4 +1,4 @@
-//! The one-request subcommands: `status`, `list`, `info`, `send`.
+//! The one-request subcommands: `status`, `list`, `info`, `metrics`, `send`.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -56,20 +56,59 @@ pub fn list(client: &mut Client) -> u8 {
     }
 }
 
-/// `info`: one `name: value` line per parameter of `STATUS`, sorted by name.
+/// `info`: one `name: value` line per parameter of `STATUS`, sorted by
+/// name, but `peers`: one `peer ADDR: ...` line per member after them.
 pub fn info(client: &mut Client) -> u8 {
     match client.info() {
         Ok(msg) => {
             let mut text = String::new();
-            for (name, value) in msg.params() {
+            for (name, value) in msg.params().filter(|(n, _)| *n != "peers") {
                 text.push_str(name);
                 text.push_str(": ");
                 text.push_str(&String::from_utf8_lossy(value));
                 text.push('\n');
             }
+            if let Some(peers) = msg.get("peers") {
+                text.push_str(&peer_lines(&String::from_utf8_lossy(peers)));
+            }
             print(text.as_bytes()).map_or_else(|code| code, |()| exit::OK)
         }
         Err(e) => failed("info", &e),
+    }
+}
+
+/// `ADDR/NAME/STATE/HEARD/RTT,...` (snaplock(7), `INFO`) as lines such as
+/// `peer 10.0.0.2:4040: name b, link up, heard 0.25 s ago, round trip 0.0012 s`.
+pub fn peer_lines(peers: &str) -> String {
+    let mut out = String::new();
+    for peer in peers.split(',').filter(|p| !p.is_empty()) {
+        let f: Vec<&str> = peer.split('/').collect();
+        let [addr, name, state, heard, rtt] = f[..] else {
+            out.push_str(&format!("peer {peer}\n"));
+            continue;
+        };
+        let heard = if heard == "-" {
+            "never heard".to_owned()
+        } else {
+            format!("heard {heard} s ago")
+        };
+        let rtt = if rtt == "-" {
+            "round trip unknown".to_owned()
+        } else {
+            format!("round trip {rtt} s")
+        };
+        out.push_str(&format!(
+            "peer {addr}: name {name}, link {state}, {heard}, {rtt}\n"
+        ));
+    }
+    out
+}
+
+/// `metrics`: the exposition as the agent wrote it.
+pub fn metrics(client: &mut Client) -> u8 {
+    match client.metrics() {
+        Ok(text) => print(text.as_bytes()).map_or_else(|code| code, |()| exit::OK),
+        Err(e) => failed("metrics", &e),
     }
 }
 
@@ -108,4 +147,17 @@ pub fn send(client: &mut Client, args: &SendArgs) -> u8 {
         }
     }
     exit::OK
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_peer_of_info_is_a_line_that_reads_as_a_sentence() {
+        let lines = super::peer_lines("127.0.0.1:4041/b/up/0.25/0.0012,127.0.0.1:4042/-/down/-/-");
+        assert_eq!(
+            lines,
+            "peer 127.0.0.1:4041: name b, link up, heard 0.25 s ago, round trip 0.0012 s\n\
+             peer 127.0.0.1:4042: name -, link down, never heard, round trip unknown\n"
+        );
+    }
 }

@@ -407,6 +407,15 @@ impl Client {
         }
     }
 
+    /// The agent's metrics (`METRICS`), in the Prometheus text format.
+    pub fn metrics(&mut self) -> Result<String, Error> {
+        let reply = self.request(&Message::new("METRICS"), self.reply_timeout)?;
+        match (reply.command.as_str(), reply.get("text")) {
+            ("METRICSTEXT", Some(text)) => Ok(String::from_utf8_lossy(text).into_owned()),
+            _ => Err(request::unexpected(&reply)),
+        }
+    }
+
     /// The agent's ticket list (`LISTTICKETS`): one line per ticket.
     pub fn list(&mut self) -> Result<String, Error> {
         let reply = self.request(&Message::new("LISTTICKETS"), self.reply_timeout)?;

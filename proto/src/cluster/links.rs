@@ -43,6 +43,44 @@ pub(crate) struct Peers {
     pub peer_links: BTreeMap<SocketAddr, (u64, Time)>,
     /// When a link of this agent last came up (its peer's `LOCKSTARTED`).
     pub last_link_up: Option<Time>,
+    /// The smoothed round trip of each link's pings (RFC 6298's SRTT).
+    pub rtt: BTreeMap<PeerId, Duration>,
+    /// When each member was last heard over a link, kept after it is
+    /// down (for `INFO` and `METRICS`): one entry per member at most.
+    pub heard_at: BTreeMap<SocketAddr, Time>,
+}
+
+/// The state of the link to a member, as `INFO` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LinkState {
+    /// Up, its agent known.
+    Up,
+    /// Up, its `LOCKSTARTED` not arrived yet.
+    Starting,
+    /// No link.
+    Down,
+}
+
+impl LinkState {
+    /// The word of `INFO peers=`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkState::Up => "up",
+            LinkState::Starting => "starting",
+            LinkState::Down => "down",
+        }
+    }
+}
+
+/// What this agent knows of one other member's link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PeerView<'a> {
+    pub addr: SocketAddr,
+    /// Its server name, while a link is up.
+    pub name: Option<&'a str>,
+    pub state: LinkState,
+    pub heard: Option<Time>,
+    pub rtt: Option<Duration>,
 }
 
 impl Peers {
@@ -59,7 +97,42 @@ impl Peers {
             lost: BTreeMap::new(),
             peer_links: BTreeMap::new(),
             last_link_up: None,
+            rtt: BTreeMap::new(),
+            heard_at: BTreeMap::new(),
         }
+    }
+
+    /// A ping on link `peer` was answered after `sample`: the smoothed
+    /// round trip moves an eighth of the way to it.
+    pub fn note_rtt(&mut self, peer: PeerId, sample: Duration) {
+        let srtt = match self.rtt.get(&peer) {
+            Some(old) => (*old * 7 + sample) / 8,
+            None => sample,
+        };
+        self.rtt.insert(peer, srtt);
+    }
+
+    /// Every other member's link, in the members' order (`me` is this
+    /// agent's own `listen` address).
+    pub fn views(&self, me: Option<SocketAddr>) -> Vec<PeerView<'_>> {
+        let others = self.members.iter().filter(|a| Some(**a) != me);
+        others
+            .map(|&addr| {
+                let link = (self.links.iter()).find(|(_, l)| l.addr == addr && !l.closing);
+                let state = match link {
+                    Some((_, l)) if l.id.is_some() => LinkState::Up,
+                    Some(_) => LinkState::Starting,
+                    None => LinkState::Down,
+                };
+                PeerView {
+                    addr,
+                    name: link.map(|(_, l)| l.name.as_str()),
+                    state,
+                    heard: self.heard_at.get(&addr).copied(),
+                    rtt: link.and_then(|(p, _)| self.rtt.get(p).copied()),
+                }
+            })
+            .collect()
     }
 
     /// Forgets what was heard of ids silent since before `cutoff` (agents
@@ -195,6 +268,32 @@ mod tests {
         assert_eq!(p.link_of("b"), Some(PeerId(1)));
         assert_eq!(p.link_of("d"), Some(PeerId(3)));
         assert_eq!(p.link_of("c"), None);
+    }
+
+    #[test]
+    fn every_other_member_is_seen_with_its_link_state_and_a_smoothed_round_trip() {
+        let m = addrs(4);
+        let mut p = Peers::new(m.clone());
+        p.links.insert(PeerId(1), link(m[1], Some("b"), false));
+        p.links.insert(PeerId(2), link(m[2], None, false));
+        p.note_rtt(PeerId(1), Duration::from_millis(8));
+        p.note_rtt(PeerId(1), Duration::from_millis(16));
+        let heard = Time::ZERO + Duration::from_secs(3);
+        p.heard_at.insert(m[3], heard);
+        let views = p.views(Some(m[0]));
+        let states: Vec<_> = views.iter().map(|v| (v.addr, v.state)).collect();
+        assert_eq!(
+            states,
+            [
+                (m[1], LinkState::Up),
+                (m[2], LinkState::Starting),
+                (m[3], LinkState::Down)
+            ]
+        );
+        assert_eq!(views[0].name, Some("x"));
+        assert_eq!(views[0].rtt, Some(Duration::from_millis(9)));
+        assert_eq!(views[1].rtt, None);
+        assert_eq!((views[2].name, views[2].heard), (None, Some(heard)));
     }
 
     #[test]

@@ -14,7 +14,8 @@ use crate::vocab::{ObjectName, TicketId};
 use crate::wire::{Message, command_of};
 
 /// The commands a client may send, for `HELP`.
-pub const COMMANDS: &str = "ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,TRANSACTION,UNLOCK";
+pub const COMMANDS: &str =
+    "ALIVE,EXTEND,HELP,INFO,LISTTICKETS,LOCK,LOCKSTATUS,METRICS,TRANSACTION,UNLOCK";
 
 /// One open connection.
 #[derive(Debug)]
@@ -137,6 +138,10 @@ impl Core {
                 self.reply(client, info);
             }
             "HELP" => self.reply(client, Message::new("COMMANDS").with("list", COMMANDS)),
+            "METRICS" => {
+                let text = self.metrics_text(now);
+                self.reply(client, Message::new("METRICSTEXT").with("text", text));
+            }
             "ALIVE" => {
                 let mut reply = Message::new("ABSOLUTELY");
                 for name in ["serial", "timestamp"] {
@@ -265,6 +270,7 @@ impl Core {
             detach: req.detach,
             try_once: req.try_once,
             state: State::Waiting { deadline },
+            since: now.mono,
         };
         self.table.insert(&name, ticket);
         self.clients
@@ -545,6 +551,9 @@ impl Core {
             msg.set("waiting_for", list.join(","));
         }
         self.trust_info(now, &mut msg);
+        if self.authority.is_cluster() {
+            msg.set("peers", self.peers_info(now));
+        }
         // In a cluster, this agent's sessions' variables are tickets of its
         // table, on objects that start with NUL (so first in order): they
         // are counted as variables, not as locks.

@@ -6,6 +6,7 @@
 
 mod client;
 mod cluster;
+mod metrics;
 mod trust;
 mod tx;
 
@@ -58,6 +59,8 @@ pub struct Config {
     /// Who may lock which names (`acl_file`); `None` allows everything.
     /// Replaced at run time by [`Core::set_acl`].
     pub acl: Option<crate::local::acl::Acl>,
+    /// What the per-name figures of `METRICS` cover.
+    pub metrics: crate::metrics::MetricsConfig,
 }
 
 impl Default for Config {
@@ -72,6 +75,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             tx: crate::local::tx::Limits::default(),
             acl: None,
+            metrics: crate::metrics::MetricsConfig::default(),
         }
     }
 }
@@ -99,6 +103,7 @@ impl Config {
         if tx.per_client == 0 || tx.total == 0 || tx.namespaces == 0 {
             return Err("the bounds of transactions must be at least 1".to_owned());
         }
+        self.metrics.validate()?;
         self.cluster.validate()
     }
 }
@@ -287,6 +292,8 @@ pub struct Core {
     pub(crate) space: crate::local::tx::Space,
     /// The agent's start and call rate, for the trust contract.
     pub(crate) trust: crate::local::trust::Trust,
+    /// Counters and histograms for `METRICS`.
+    pub(crate) metrics: crate::metrics::Metrics,
 }
 
 impl Core {
@@ -311,6 +318,7 @@ impl Core {
             Authority::Cluster => 0,
         };
         let space = crate::local::tx::Space::new(config.tx, tx_floor);
+        let metrics = crate::metrics::Metrics::new(&config.metrics);
         let mut core = Core {
             config,
             table: Table::default(),
@@ -324,6 +332,7 @@ impl Core {
             cluster,
             space,
             trust: crate::local::trust::Trust::new(now.mono),
+            metrics,
         };
         if !core.authority.is_cluster() {
             core.persist();
@@ -492,6 +501,7 @@ impl Core {
     }
 
     pub(crate) fn reply(&mut self, client: ClientId, msg: Message) {
+        self.metrics.replied(&msg);
         self.out.push_back(Output::Reply { client, msg });
     }
 
@@ -531,6 +541,9 @@ impl Core {
         let lease_end = now.mono + t.duration;
         self.table
             .set_state(name, id, State::Held { fence, lease_end });
+        self.metrics
+            .granted(name, now.mono.saturating_since(t.since));
+        self.table.set_since(name, id, now.mono);
         if t.kind.mode.is_shared() {
             self.table.note_shared_grant(name, now.mono);
         }
@@ -549,6 +562,10 @@ impl Core {
         id: crate::vocab::TicketId,
     ) -> Option<table::Ticket> {
         let t = self.table.remove(name, id)?;
+        if t.state.is_held() && crate::vocab::split_var_object(name).is_none() {
+            let held = self.last_now.saturating_since(t.since);
+            self.metrics.released(held);
+        }
         self.forget_ticket(&t);
         if self.authority.is_cluster() {
             self.home_released(name, &t);

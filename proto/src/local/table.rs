@@ -91,6 +91,9 @@ pub struct Ticket {
     pub try_once: bool,
     /// Where it is in its life.
     pub state: State,
+    /// When it was asked for; once held, when it was granted (for the
+    /// wait and hold times of `METRICS`).
+    pub since: Time,
 }
 
 /// All tickets of one object.
@@ -178,6 +181,14 @@ impl Table {
         self.disarm(ticket.state.deadline(), &Timer::Ticket(id, name.clone()));
         self.tickets -= 1;
         Some(ticket)
+    }
+
+    /// Sets when ticket `id` of `name` started its present state.
+    pub fn set_since(&mut self, name: &ObjectName, id: TicketId, since: Time) {
+        let object = self.objects.get_mut(name);
+        if let Some(t) = object.and_then(|o| o.tickets.iter_mut().find(|t| t.id == id)) {
+            t.since = since;
+        }
     }
 
     /// Moves a ticket to a new state, re-arming its timer.
@@ -316,6 +327,7 @@ mod tests {
                     fence: i as u64 + 1,
                     lease_end: Time::from_micros(60_000_000),
                 },
+                since: Time::ZERO,
             };
             table.insert(&name, ticket);
         }

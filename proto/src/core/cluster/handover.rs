@@ -469,6 +469,8 @@ impl Core {
         let l = self.cluster.leader.table.as_mut().expect("leader");
         let base = s.base;
         let homes = l.install(s, leaders, &me, now.mono);
+        let took = now.mono.saturating_since(self.cluster.epoch.since);
+        self.metrics.handover.observe(took);
         for home in homes {
             let at = self
                 .cluster

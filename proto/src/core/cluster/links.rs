@@ -83,6 +83,7 @@ impl Core {
         }
         // What it said of its links was said over this link.
         self.cluster.peers.peer_links.remove(&link.addr);
+        self.cluster.peers.rtt.remove(&peer);
         self.maybe_elect(now);
         Ok(())
     }
@@ -108,6 +109,7 @@ impl Core {
         if let Some(id) = &from {
             self.cluster.peers.heard.insert(id.clone(), now.mono);
         }
+        self.cluster.peers.heard_at.insert(addr, now.mono);
         // Any epoch a peer names, current or not, bounds the next one from
         // below (a conductor must draw past every epoch fences came from).
         if let Some(epoch) = msg.get("epoch").and_then(crate::vocab::parse_u64) {
@@ -297,8 +299,9 @@ impl Core {
             }
         }
         let Some(sent) = sent else { return };
+        let addr = link.addr;
+        (self.cluster.peers).note_rtt(peer, now.mono.saturating_since(sent));
         if epoch < self.cluster.epoch.number {
-            let addr = link.addr;
             self.cluster.home.carried.answered_before(addr, epoch, sent);
         }
         let c = self

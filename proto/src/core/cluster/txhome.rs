@@ -230,6 +230,7 @@ impl Core {
                     fence: d.fence,
                     lease_end,
                 },
+                since: now.mono,
             };
             self.table.insert(&name, ticket);
             if let Some(c) = self.clients.get_mut(&h.client) {

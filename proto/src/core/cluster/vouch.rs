@@ -468,6 +468,7 @@ mod tests {
                 fence: 1,
                 lease_end: at(700),
             },
+            since: at(100),
         };
         core.table.insert(&name, ticket);
         core.carry_over(now(101_400_000));
