@@ -6,6 +6,7 @@
 
 mod client;
 mod cluster;
+mod progress;
 mod trust;
 mod tx;
 
@@ -283,6 +284,8 @@ pub struct Core {
     pub(crate) space: crate::local::tx::Space,
     /// The agent's start and call rate, for the trust contract.
     pub(crate) trust: crate::local::trust::Trust,
+    /// Waiting places and readiness told without asking again.
+    progress: progress::Progress,
 }
 
 impl Core {
@@ -320,6 +323,7 @@ impl Core {
             cluster,
             space,
             trust: crate::local::trust::Trust::new(now.mono),
+            progress: progress::Progress::default(),
         };
         if !core.authority.is_cluster() {
             core.persist();
@@ -356,7 +360,13 @@ impl Core {
             Input::PeerMessage { peer, msg } => self.peer_message(now, peer, msg),
             Input::PeerDown { peer } => self.peer_down(now, peer),
         }?;
+        if self.authority.is_cluster() {
+            // Before its own messages are read: the owner's word to its
+            // own clients arrives in this call.
+            self.owner_progress_flush();
+        }
         self.drain_local(now);
+        self.after_input(now);
         Ok(())
     }
 
@@ -376,7 +386,11 @@ impl Core {
             .expire(now.mono, crate::local::tx::space::EXPIRE_BATCH);
         self.install_own_state(now);
         self.cluster_tick(now);
+        if self.authority.is_cluster() {
+            self.owner_progress_flush();
+        }
         self.drain_local(now);
+        self.after_input(now);
     }
 
     /// Stops serving: every holder is told `UNLOCKED error=lost`, every
@@ -387,6 +401,8 @@ impl Core {
             return;
         }
         self.stopping = true;
+        // The original's NOLOCK before the end, to those that asked.
+        self.push_readiness(false);
         let mut told = std::collections::BTreeSet::new();
         let names: Vec<_> = self.table.objects.keys().cloned().collect();
         for name in names {
@@ -436,6 +452,10 @@ impl Core {
             return Some(self.last_now); // more of what it sent itself
         }
         let table = match (self.table.next_timer(), self.space.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let table = match (table, self.progress_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -518,6 +538,7 @@ impl Core {
         t: &table::Ticket,
     ) {
         let lease_end = now.mono + t.duration;
+        self.progress_left(name, id);
         self.table
             .set_state(name, id, State::Held { fence, lease_end });
         if t.kind.mode.is_shared() {
@@ -539,6 +560,7 @@ impl Core {
     ) -> Option<table::Ticket> {
         let t = self.table.remove(name, id)?;
         self.forget_ticket(&t);
+        self.progress_left(name, id);
         if self.authority.is_cluster() {
             self.home_released(name, &t);
         }
@@ -560,6 +582,7 @@ impl Core {
         self.forget_old_ids(now);
         self.ping_all(now, stalled);
         self.home_tick(now);
+        self.progress_tick();
         self.log_waiting(now);
         self.leader_tick(now);
         self.check_collect(now);
