@@ -732,7 +732,13 @@ fn waiting_reasons_in_the_core() -> BTreeSet<String> {
     let body = &source[at..];
     let body = &body[..body.find("\n    }\n").expect("the end of fn reason")];
     body.match_indices("=> \"")
-        .map(|(i, _)| body[i + 4..].split('"').next().unwrap_or_default().to_owned())
+        .map(|(i, _)| {
+            body[i + 4..]
+                .split('"')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect()
 }
 
@@ -763,6 +769,9 @@ fn every_waiting_reason_the_core_sends_is_described_in_the_protocol_page() {
     }
     let cli = man_text("snaplock-cli.1");
     for name in reasons.iter().filter(|n| *n != "stopping") {
-        assert!(cli.contains(name), "snaplock-cli(1) -v does not name {name}");
+        assert!(
+            cli.contains(name),
+            "snaplock-cli(1) -v does not name {name}"
+        );
     }
 }
