@@ -9,6 +9,7 @@
 mod common;
 mod harness;
 mod silence;
+mod progress;
 mod status;
 mod transactions;
 
