@@ -8,8 +8,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod harness;
-mod silence;
 mod progress;
+mod silence;
 mod status;
 mod transactions;
 

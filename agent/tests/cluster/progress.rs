@@ -80,7 +80,10 @@ fn a_lockstatus_connection_is_told_nolock_then_lockready_as_quorum_goes_and_come
         assert!(start.elapsed() < Duration::from_secs(60), "{}", c.logs());
         let got = watcher.recv_within(Duration::from_secs(60));
         assert_ne!(got.command, last, "told twice");
-        assert!(matches!(got.command.as_str(), "NOLOCK" | "LOCKREADY"), "{got}");
+        assert!(
+            matches!(got.command.as_str(), "NOLOCK" | "LOCKREADY"),
+            "{got}"
+        );
         last = got.command;
     }
     assert_eq!(c.info(0).get_str("ready"), Some("true"));

@@ -107,6 +107,10 @@ pub struct Client {
     /// The agent closed its end; `inbox` may still hold its last lines.
     closed: bool,
     next_tag: i64,
+    /// The request waiting for its answer is `LOCKSTATUS`: only then is
+    /// a `NOLOCK` or `LOCKREADY` an answer (the agent also sends them
+    /// unasked, to a connection that asked once, when readiness changes).
+    asked_status: bool,
     reply_timeout: Duration,
     /// How long to try non-blocking reads before sleeping in poll.
     busy_poll: Duration,
@@ -132,6 +136,7 @@ impl Client {
             events: VecDeque::new(),
             closed: false,
             next_tag: 1,
+            asked_status: false,
             reply_timeout: DEFAULT_REPLY_TIMEOUT,
             busy_poll: DEFAULT_BUSY_POLL,
             pids: BTreeMap::new(),
@@ -252,7 +257,10 @@ impl Client {
     /// reply to anything. Other messages are kept as events.
     pub fn request(&mut self, msg: &Message, timeout: Duration) -> Result<Message, Error> {
         self.send(msg)?;
-        self.await_reply(tag_of(msg), timeout)
+        self.asked_status = msg.command == "LOCKSTATUS";
+        let reply = self.await_reply(tag_of(msg), timeout);
+        self.asked_status = false;
+        reply
     }
 
     fn await_reply(&mut self, tag: Option<i64>, timeout: Duration) -> Result<Message, Error> {
@@ -272,7 +280,9 @@ impl Client {
             while let Some(incoming) = self.inbox.pop_front() {
                 match incoming {
                     Incoming::Malformed(why) => return Err(Error::Protocol(why)),
-                    Incoming::Message(msg) if is_reply(&msg, tag) => return Ok(msg),
+                    Incoming::Message(msg) if is_reply(&msg, tag, self.asked_status) => {
+                        return Ok(msg);
+                    }
                     Incoming::Message(msg)
                         if msg.command == "LOCKWAITING"
                             && tag.is_some()
@@ -391,6 +401,18 @@ impl Client {
 
     /// Whether the agent can grant locks now (`LOCKSTATUS`).
     pub fn status(&mut self) -> Result<bool, Error> {
+        // What the agent said unasked before is older than the answer:
+        // what has arrived is read (a few reads at most, without waiting)
+        // and dropped.
+        for _ in 0..4 {
+            if self.closed || !self.fill(Some(clock::monotonic()))? {
+                break;
+            }
+        }
+        let pushed = |m: &Message| matches!(m.command.as_str(), "NOLOCK" | "LOCKREADY");
+        self.events.retain(|m| !pushed(m));
+        self.inbox
+            .retain(|i| !matches!(i, Incoming::Message(m) if pushed(m)));
         let reply = self.request(&Message::new("LOCKSTATUS"), self.reply_timeout)?;
         match reply.command.as_str() {
             "LOCKREADY" => Ok(true),
@@ -568,9 +590,13 @@ impl Client {
 }
 
 /// Whether `msg` answers the request tagged `tag` (see [`Client::request`]).
-fn is_reply(msg: &Message, tag: Option<i64>) -> bool {
+fn is_reply(msg: &Message, tag: Option<i64>, asked_status: bool) -> bool {
     if msg.command == "LOCKWAITING" {
         // Progress about a request, never its answer.
+        return false;
+    }
+    if matches!(msg.command.as_str(), "NOLOCK" | "LOCKREADY") && !asked_status {
+        // Readiness told unasked (the connection asked once before).
         return false;
     }
     let about_a_lock = matches!(msg.command.as_str(), "LOCKED" | "LOCKFAILED" | "UNLOCKED");

@@ -539,3 +539,34 @@ fn a_lockwaiting_that_was_not_asked_for_is_never_taken_for_the_answer() {
     let kept = client.recv(Some(Duration::ZERO)).expect("an event");
     assert_eq!(kept.map(|m| m.command), Some("LOCKWAITING".to_owned()));
 }
+
+#[test]
+fn readiness_told_unasked_is_never_the_answer_to_another_request() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        assert_eq!(a.read().command, "LOCKSTATUS");
+        a.write("LOCKREADY");
+        // Told unasked, then the answer to INFO.
+        assert_eq!(a.read().command, "INFO");
+        a.write("NOLOCK");
+        a.write("STATUS ready=false;server_name=h");
+        // An old push, read or not, then the answer to LOCKSTATUS.
+        std::thread::sleep(Duration::from_millis(50));
+        a.write("LOCKREADY");
+        assert_eq!(a.read().command, "LOCKSTATUS");
+        a.write("NOLOCK");
+    });
+    assert!(client.status().expect("answered"));
+    let info = client.info().expect("answered");
+    assert_eq!(info.get_str("ready"), Some("false"));
+    assert_eq!(
+        client.next_event().map(|m| m.command),
+        Some("NOLOCK".to_owned())
+    );
+    // Give the old push time to arrive before asking again.
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !client.status().expect("answered"),
+        "the answer, not the old push"
+    );
+    agent.join().expect("fake agent");
+}
