@@ -401,8 +401,6 @@ impl Core {
             return;
         }
         self.stopping = true;
-        // The original's NOLOCK before the end, to those that asked.
-        self.push_readiness(false);
         let mut told = std::collections::BTreeSet::new();
         let names: Vec<_> = self.table.objects.keys().cloned().collect();
         for name in names {
@@ -431,6 +429,9 @@ impl Core {
                 }
             }
         }
+        // The original's NOLOCK before the end, to those that asked,
+        // after the holders heard that their locks are lost.
+        self.push_readiness(false);
         let clients: Vec<_> = self.clients.keys().copied().collect();
         for client in clients {
             self.out.push_back(Output::Close { client });
