@@ -550,7 +550,7 @@ fn readiness_told_unasked_is_never_the_answer_to_another_request() {
         a.write("NOLOCK");
         a.write("STATUS ready=false;server_name=h");
         // An old push, read or not, then the answer to LOCKSTATUS.
-        std::thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(50));
         a.write("LOCKREADY");
         assert_eq!(a.read().command, "LOCKSTATUS");
         a.write("NOLOCK");
@@ -563,7 +563,7 @@ fn readiness_told_unasked_is_never_the_answer_to_another_request() {
         Some("NOLOCK".to_owned())
     );
     // Give the old push time to arrive before asking again.
-    std::thread::sleep(Duration::from_millis(100));
+    thread::sleep(Duration::from_millis(100));
     assert!(
         !client.status().expect("answered"),
         "the answer, not the old push"
