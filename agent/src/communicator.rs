@@ -153,7 +153,7 @@ impl Session {
     /// dates in integer seconds.
     pub fn outbound(&self, msg: &Message) -> Message {
         let mut out = msg.clone();
-        for name in ["timeout_date", "reply_timestamp"] {
+        for name in ["timeout_date", "reply_timestamp", "until"] {
             if let Some(secs) = out
                 .get(name)
                 .and_then(UnixTime::from_wire)

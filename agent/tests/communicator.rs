@@ -353,7 +353,11 @@ fn a_stopping_agent_tells_its_communicator_clients_stop() {
     let lost = c.recv();
     addressed(&lost, "lock_5_1", "UNLOCKED");
     assert_reply(&lost, "UNLOCKED", &[("error", "lost")]);
-    assert_eq!(c.expect_eof(), ["STOP"]);
+    // It asked LOCKSTATUS: told NOLOCK as the original told it.
+    assert_eq!(
+        c.expect_eof(),
+        ["<test_agent:snaplock test_agent:lock_5_1/NOLOCK", "STOP"]
+    );
     let (code, stderr) = daemon.wait();
     assert_eq!(code, Some(0), "{stderr}");
 }

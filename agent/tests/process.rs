@@ -568,3 +568,80 @@ fn busy_poll_serves_and_then_lets_the_agent_sleep() {
     let (code, stderr) = daemon.wait();
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+#[test]
+fn two_waiters_behind_a_holder_are_told_places_1_and_2_then_1_when_the_first_is_granted() {
+    let dir = TempDir::new("progress");
+    let daemon = Daemon::start(&dir.socket(), &["-n", "proc_progress"], &[]);
+    let mut holder = Client::connect(&dir.socket());
+    assert_reply(&holder.request("LOCK object_name=q;tag=0"), "LOCKED", &[]);
+    let wait = format!("timeout={}", deadline_in(30.0));
+    let mut first = Client::connect(&dir.socket());
+    first.send(&format!("LOCK object_name=q;tag=1;progress=true;{wait}"));
+    assert_reply(
+        &first.recv(),
+        "LOCKWAITING",
+        &[("object_name", "q"), ("position", "1"), ("tag", "1")],
+    );
+    let mut second = Client::connect(&dir.socket());
+    second.send(&format!("LOCK object_name=q;tag=2;progress=true;{wait}"));
+    assert_reply(&second.recv(), "LOCKWAITING", &[("position", "2")]);
+    first.assert_silent_for(Duration::from_millis(200));
+    holder.request("UNLOCK object_name=q;tag=0");
+    assert_reply(&first.recv(), "LOCKED", &[("tag", "1")]);
+    let moved = second.recv();
+    assert_reply(&moved, "LOCKWAITING", &[("position", "1"), ("tag", "2")]);
+    assert_eq!(moved.get("reason"), None, "{moved}");
+    first.request("UNLOCK object_name=q;tag=1");
+    assert_reply(&second.recv(), "LOCKED", &[("tag", "2")]);
+    // A LOCKSTATUS connection is told NOLOCK as the agent stops.
+    let mut watcher = Client::connect(&dir.socket());
+    assert_reply(&watcher.request("LOCKSTATUS"), "LOCKREADY", &[]);
+    daemon.signal(Signal::SIGTERM);
+    assert_reply(&watcher.recv(), "NOLOCK", &[]);
+    let (code, stderr) = daemon.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn snaplock_cli_lock_v_says_where_it_waits_on_stderr() {
+    let dir = TempDir::new("cliv");
+    let daemon = Daemon::start(&dir.socket(), &[], &[]);
+    let mut holder = Client::connect(&dir.socket());
+    assert_reply(&holder.request("LOCK object_name=db"), "LOCKED", &[]);
+    let child = std::process::Command::new(common::cli_binary())
+        .arg("--socket")
+        .arg(dir.socket())
+        .args(["lock", "-v", "-w", "8", "db", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("snaplock-cli runs");
+    // Released once the CLI's request is queued (a second LOCK on the
+    // name from a third connection shows it: position 2).
+    let mut probe = Client::connect(&dir.socket());
+    let start = common::now();
+    loop {
+        probe.send(&format!(
+            "LOCK object_name=db;progress=true;timeout={}",
+            deadline_in(8.0)
+        ));
+        let got = probe.recv();
+        assert_reply(&got, "LOCKWAITING", &[]);
+        probe.request("UNLOCK object_name=db");
+        if got.get_str("position") == Some("2") {
+            break;
+        }
+        assert!(start.elapsed() < WAIT, "the CLI's request never queued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    holder.request("UNLOCK object_name=db");
+    let (code, stderr) = wait_bounded(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("snaplock-cli: lock \"db\": waiting, position 1 (1 is next)"),
+        "{stderr}"
+    );
+    drop(daemon);
+}

@@ -43,9 +43,10 @@ fn now_of(us: u64) -> Now {
 }
 
 const OBJECTS: [&str; 3] = ["a", "b;c", "\"d\\"];
-const COMMANDS: [&str; 14] = [
+const COMMANDS: [&str; 15] = [
     "LOCKSTARTED", "LOCKLEADERS", "LOCKPING", "LOCKPONG", "LOCKTICKETS", "LOCK", "UNLOCK",
-    "LOCKED", "LOCKFAILED", "ADDTICKET", "ACTIVATELOCK", "LOCKACTIVATED", "DROPTICKET", "BOGUS",
+    "LOCKED", "LOCKFAILED", "ADDTICKET", "ACTIVATELOCK", "LOCKACTIVATED", "DROPTICKET",
+    "LOCKWAITING", "BOGUS",
 ];
 const PARTS: [&str; 8] = [
     "begin", "leader", "home", "end", "state-begin", "state", "reporter", "state-end",
@@ -107,6 +108,8 @@ fn message(b: &mut Bytes<'_>, ids: &[String], epochs: &[u64]) -> Option<Message>
         m.set("mode", b.pick(&["exclusive", "shared", "counted", "?"])?);
         m.set_u64("serial", u64::from(b.byte()?));
         m.set("active", b.pick(&["0", "1"])?);
+        m.set("position", b.pick(&["1", "2", "0", "-1", "18446744073709551616"])?);
+        m.set("progress", b.pick(&["true", "false", "x"])?);
     }
     if flags & 128 != 0 {
         m.set("lockid", b.pick(ids)?);
@@ -180,8 +183,14 @@ fuzz_target!(|data: &[u8]| {
                     Input::ClientOpened { client, cred: Credentials::default() }
                 } else {
                     let object = b.pick(&OBJECTS).unwrap_or("a");
-                    let command = b.pick(&["LOCK", "UNLOCK", "EXTEND", "ALIVE", "INFO"]).unwrap_or("LOCK");
-                    let msg = Message::new(command).with("object_name", object).with("duration", "2");
+                    let command = b
+                        .pick(&["LOCK", "UNLOCK", "EXTEND", "ALIVE", "INFO", "LOCKSTATUS"])
+                        .unwrap_or("LOCK");
+                    let progress = b.pick(&["true", "false"]).unwrap_or("true");
+                    let msg = Message::new(command)
+                        .with("object_name", object)
+                        .with("duration", "2")
+                        .with("progress", progress);
                     Input::ClientMessage { client, msg }
                 }
             }

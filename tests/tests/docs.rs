@@ -751,3 +751,57 @@ fn the_package_and_its_unit_are_those_of_a_cluster_service() {
         assert!(text.contains("cluster"), "{file} does not mention clusters");
     }
 }
+
+/// The `reason=` values of `LOCKWAITING`: the strings `NotReady::reason`
+/// returns, read from its source (the arms of its one `match`).
+fn waiting_reasons_in_the_core() -> BTreeSet<String> {
+    let source = read("proto/src/core/cluster/status.rs");
+    let at = source
+        .find("fn reason(&self)")
+        .expect("NotReady::reason in proto/src/core/cluster/status.rs");
+    let body = &source[at..];
+    let body = &body[..body.find("\n    }\n").expect("the end of fn reason")];
+    body.match_indices("=> \"")
+        .map(|(i, _)| {
+            body[i + 4..]
+                .split('"')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn every_waiting_reason_the_core_sends_is_described_in_the_protocol_page() {
+    let reasons = waiting_reasons_in_the_core();
+    for name in ["lock-delay", "no-quorum", "leaders-changing", "no-leaders"] {
+        assert!(
+            reasons.contains(name),
+            "the scan of NotReady::reason no longer finds {name:?}: fix waiting_reasons_in_the_core"
+        );
+    }
+    let requests = man_section(&man_text("snaplock.7"), "REQUESTS");
+    let lockwaiting = requests
+        .find(".BI \"LOCKWAITING object_name=")
+        .map(|at| &requests[at..])
+        .and_then(|s| s.split(".BI \"LOCKED ").next())
+        .expect("snaplock(7) REQUESTS describes LOCKWAITING before LOCKED");
+    for name in &reasons {
+        // A stopping agent fails its waiting requests: never a reason sent.
+        if name == "stopping" {
+            continue;
+        }
+        assert!(
+            lockwaiting.contains(&format!("\n.B {name}\n")),
+            "snaplock(7) LOCKWAITING does not describe reason={name}"
+        );
+    }
+    let cli = man_text("snaplock-cli.1");
+    for name in reasons.iter().filter(|n| *n != "stopping") {
+        assert!(
+            cli.contains(name),
+            "snaplock-cli(1) -v does not name {name}"
+        );
+    }
+}

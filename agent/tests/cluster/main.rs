@@ -11,6 +11,7 @@ mod harness;
 mod metrics;
 #[path = "../common/prometheus.rs"]
 mod prometheus;
+mod progress;
 mod silence;
 mod status;
 mod transactions;

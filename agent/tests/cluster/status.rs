@@ -68,10 +68,12 @@ fn five_agents_that_lose_two_leaders_say_lock_delay_and_refuse_a_try_at_once() {
     }
     let (code, _) = c.cli_status(s, &["status"]);
     assert_eq!(code, Some(1), "status: not ready");
-    // Once the delay ends, the name is granted.
+    // Once the delay ends, the name is granted; the connection asked
+    // LOCKSTATUS, so it is told.
     c.wait_ready(s, Duration::from_secs(12));
     let info = c.info(s);
     assert_eq!(lock_delay(&info), 0.0, "{info}");
+    assert_eq!(client.recv_within(AT_ONCE).command, "LOCKREADY");
     client.send("LOCK object_name=never-held;try=true");
     let got = client.recv_within(Duration::from_secs(2));
     assert_eq!(got.command, "LOCKED", "{got}");

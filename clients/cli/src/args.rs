@@ -17,8 +17,8 @@ Usage: snaplock-cli [--socket PATH] COMMAND [ARGS...]
 Take cluster-wide named locks from the local snaplock agent (snaplockd).
 
 Commands:
-  lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [-E CODE] NAME [--] COMMAND [ARGS...]
-  lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [-E CODE] NAME -c SHELL-COMMAND
+  lock [-w SECS] [-d SECS] [-n] [-v] [-s|-x|--counted N] [-E CODE] NAME [--] COMMAND [ARGS...]
+  lock [-w SECS] [-d SECS] [-n] [-v] [-s|-x|--counted N] [-E CODE] NAME -c SHELL-COMMAND
       Lock NAME, run COMMAND while holding it, unlock when it exits, and exit
       with its status. COMMAND runs in its own process group, and the lock is
       held until every process of that group has ended. COMMAND gets
@@ -35,6 +35,9 @@ Commands:
                             runs (decimals allowed; 1 to 604800; default 60)
       -n, --nonblock        fail at once if the lock is taken, or if the
                             agent cannot grant locks now (exit 69)
+      -v, --verbose         while waiting, say on stderr where the request
+                            is in line (1: next) and why nothing can be
+                            granted, when nothing can (progress=true)
       -s, --shared          take a shared lock
       --counted N           take a counted lock: granted while fewer than N
                             hold NAME, N from this run's own view of the
@@ -207,6 +210,8 @@ pub struct LockArgs {
     pub min_trust: Option<u32>,
     /// `-E`: exit status on conflict or timeout.
     pub conflict_code: u8,
+    /// `-v`: say on stderr where the request is in line while it waits.
+    pub verbose: bool,
     /// The command and its arguments (never empty).
     pub command: Vec<OsString>,
 }
@@ -256,6 +261,11 @@ pub fn lock_opts() -> Options {
         "SECS",
     );
     opts.optflag("n", "nonblock", "fail at once if the lock is taken");
+    opts.optflag(
+        "v",
+        "verbose",
+        "say on stderr where the request is in line while it waits",
+    );
     opts.optflag("s", "shared", "take a shared lock");
     opts.optopt(
         "",
@@ -585,6 +595,7 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
         min_uptime,
         min_trust,
         conflict_code,
+        verbose: m.opt_present("verbose"),
         command,
     }))
 }

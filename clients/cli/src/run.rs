@@ -160,7 +160,14 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     };
     let name = String::from_utf8_lossy(&args.name).into_owned();
     let sent = clock::monotonic();
-    let grant = match client.lock(&args.name, &opts) {
+    let locked = if args.verbose {
+        client.lock_with_progress(&args.name, &opts, &mut |w| {
+            eprintln!("snaplock-cli: {}", describe_waiting(&name, w));
+        })
+    } else {
+        client.lock(&args.name, &opts)
+    };
+    let grant = match locked {
         Ok(grant) => grant,
         // Silent, as flock(1): the status says it, and a cron job that
         // finds the lock taken (-n) has nothing to report.
@@ -195,6 +202,23 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
     };
     let end = lease_end(date_left, sent, received, args.lease);
     supervise(client, &held, args.lease, end, &args.command, &vars)
+}
+
+/// A `LOCKWAITING` for a reader: `lock "NAME": waiting, position 2 (1 is
+/// next)`, with the reason and, for a lock-delay, its end as a UTC date.
+fn describe_waiting(name: &str, w: &snaplock_client::Waiting) -> String {
+    let mut line = format!(
+        "lock \"{name}\": waiting, position {} (1 is next)",
+        w.position
+    );
+    if let Some(reason) = &w.reason {
+        line.push_str(", ");
+        line.push_str(reason);
+        if let Some(until) = w.until {
+            line.push_str(&format!(" until {} UTC", until.to_utc_string()));
+        }
+    }
+    line
 }
 
 /// Runs `command` with `vars` added to its environment while `held` is
@@ -682,6 +706,26 @@ mod tests {
             assert!(g + m <= s(span) / 2, "{lease} {span}");
             assert!(g <= grace(s(lease)) && m <= margin(s(lease)));
         }
+    }
+
+    #[test]
+    fn a_place_in_line_reads_as_a_sentence_with_its_reason_and_date() {
+        let mut w = snaplock_client::Waiting {
+            object: b"x".to_vec(),
+            position: 2,
+            reason: None,
+            until: None,
+        };
+        assert_eq!(
+            describe_waiting("x", &w),
+            "lock \"x\": waiting, position 2 (1 is next)"
+        );
+        w.reason = Some("lock-delay".to_owned());
+        w.until = Some(snaplock_client::UnixTime(1_700_000_009_500_000));
+        assert_eq!(
+            describe_waiting("x", &w),
+            "lock \"x\": waiting, position 2 (1 is next), lock-delay until 2023-11-14 22:13:29 UTC"
+        );
     }
 
     #[test]

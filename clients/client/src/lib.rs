@@ -51,7 +51,7 @@ use snaplock_proto::wire::{Frame, LineFramer, Message, encode_to_vec, parse};
 
 pub use crate::error::Error;
 pub use crate::request::{
-    DEFAULT_WAIT, Grant, LockOptions, Mode, Policy, extend_message, tag_of, unlock_message,
+    DEFAULT_WAIT, Grant, LockOptions, Mode, Policy, Waiting, extend_message, tag_of, unlock_message,
 };
 pub use snaplock_proto::UnixTime;
 pub use snaplock_proto::wire;
@@ -107,6 +107,10 @@ pub struct Client {
     /// The agent closed its end; `inbox` may still hold its last lines.
     closed: bool,
     next_tag: i64,
+    /// The request waiting for its answer is `LOCKSTATUS`: only then is
+    /// a `NOLOCK` or `LOCKREADY` an answer (the agent also sends them
+    /// unasked, to a connection that asked once, when readiness changes).
+    asked_status: bool,
     reply_timeout: Duration,
     /// How long to try non-blocking reads before sleeping in poll.
     busy_poll: Duration,
@@ -132,6 +136,7 @@ impl Client {
             events: VecDeque::new(),
             closed: false,
             next_tag: 1,
+            asked_status: false,
             reply_timeout: DEFAULT_REPLY_TIMEOUT,
             busy_poll: DEFAULT_BUSY_POLL,
             pids: BTreeMap::new(),
@@ -252,16 +257,46 @@ impl Client {
     /// reply to anything. Other messages are kept as events.
     pub fn request(&mut self, msg: &Message, timeout: Duration) -> Result<Message, Error> {
         self.send(msg)?;
-        self.await_reply(tag_of(msg), timeout)
+        self.asked_status = msg.command == "LOCKSTATUS";
+        let reply = self.await_reply(tag_of(msg), timeout);
+        self.asked_status = false;
+        reply
     }
 
     fn await_reply(&mut self, tag: Option<i64>, timeout: Duration) -> Result<Message, Error> {
+        self.await_reply_or_progress(tag, timeout, None)
+    }
+
+    /// As [`await_reply`](Self::await_reply); a `LOCKWAITING` about the
+    /// request goes to `on_wait` when given (else it is kept as an event).
+    fn await_reply_or_progress(
+        &mut self,
+        tag: Option<i64>,
+        timeout: Duration,
+        mut on_wait: Option<&mut dyn FnMut(&Waiting)>,
+    ) -> Result<Message, Error> {
         let deadline = clock::monotonic() + timeout;
         loop {
             while let Some(incoming) = self.inbox.pop_front() {
                 match incoming {
                     Incoming::Malformed(why) => return Err(Error::Protocol(why)),
-                    Incoming::Message(msg) if is_reply(&msg, tag) => return Ok(msg),
+                    Incoming::Message(msg) if is_reply(&msg, tag, self.asked_status) => {
+                        return Ok(msg);
+                    }
+                    Incoming::Message(msg)
+                        if msg.command == "LOCKWAITING"
+                            && tag.is_some()
+                            && tag_of(&msg) == tag
+                            && on_wait.is_some() =>
+                    {
+                        // A malformed one is only progress lost: the
+                        // request still waits for its answer.
+                        if let (Ok(waiting), Some(f)) =
+                            (Waiting::from_message(&msg), on_wait.as_mut())
+                        {
+                            f(&waiting);
+                        }
+                    }
                     Incoming::Message(msg) => self.events.push_back(msg),
                 }
             }
@@ -278,11 +313,35 @@ impl Client {
     /// lock's wait plus the reply timeout. On [`Error::Timeout`] the request
     /// is cancelled with `UNLOCK` before returning.
     pub fn lock(&mut self, object: impl AsRef<[u8]>, opts: &LockOptions) -> Result<Grant, Error> {
-        let object = object.as_ref();
+        self.lock_inner(object.as_ref(), opts, None)
+    }
+
+    /// As [`lock`](Self::lock), with `progress=true`: while the request
+    /// waits, `on_wait` is called with each `LOCKWAITING` about it (when it
+    /// starts waiting, and whenever its place or the reason changes).
+    pub fn lock_with_progress(
+        &mut self,
+        object: impl AsRef<[u8]>,
+        opts: &LockOptions,
+        on_wait: &mut dyn FnMut(&Waiting),
+    ) -> Result<Grant, Error> {
+        let opts = LockOptions {
+            progress: true,
+            ..opts.clone()
+        };
+        self.lock_inner(object.as_ref(), &opts, Some(on_wait))
+    }
+
+    fn lock_inner(
+        &mut self,
+        object: &[u8],
+        opts: &LockOptions,
+        on_wait: Option<&mut dyn FnMut(&Waiting)>,
+    ) -> Result<Grant, Error> {
         let tag = self.new_tag();
         self.send(&opts.to_message(object, tag, clock::wall()))?;
         let wait = opts.wait.unwrap_or(DEFAULT_WAIT) + self.reply_timeout;
-        let reply = match self.await_reply(Some(tag), wait) {
+        let reply = match self.await_reply_or_progress(Some(tag), wait, on_wait) {
             Ok(reply) => reply,
             Err(Error::Timeout) => {
                 // A grant could still come; the UNLOCK makes sure it does
@@ -342,6 +401,18 @@ impl Client {
 
     /// Whether the agent can grant locks now (`LOCKSTATUS`).
     pub fn status(&mut self) -> Result<bool, Error> {
+        // What the agent said unasked before is older than the answer:
+        // what has arrived is read (a few reads at most, without waiting)
+        // and dropped.
+        for _ in 0..4 {
+            if self.closed || !self.fill(Some(clock::monotonic()))? {
+                break;
+            }
+        }
+        let pushed = |m: &Message| matches!(m.command.as_str(), "NOLOCK" | "LOCKREADY");
+        self.events.retain(|m| !pushed(m));
+        self.inbox
+            .retain(|i| !matches!(i, Incoming::Message(m) if pushed(m)));
         let reply = self.request(&Message::new("LOCKSTATUS"), self.reply_timeout)?;
         match reply.command.as_str() {
             "LOCKREADY" => Ok(true),
@@ -528,7 +599,15 @@ impl Client {
 }
 
 /// Whether `msg` answers the request tagged `tag` (see [`Client::request`]).
-fn is_reply(msg: &Message, tag: Option<i64>) -> bool {
+fn is_reply(msg: &Message, tag: Option<i64>, asked_status: bool) -> bool {
+    if msg.command == "LOCKWAITING" {
+        // Progress about a request, never its answer.
+        return false;
+    }
+    if matches!(msg.command.as_str(), "NOLOCK" | "LOCKREADY") && !asked_status {
+        // Readiness told unasked (the connection asked once before).
+        return false;
+    }
     let about_a_lock = matches!(msg.command.as_str(), "LOCKED" | "LOCKFAILED" | "UNLOCKED");
     match (tag_of(msg), tag) {
         (Some(got), Some(want)) => got == want,

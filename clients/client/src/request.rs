@@ -37,6 +37,9 @@ pub struct LockOptions {
     pub detach: bool,
     /// The requester's id; the lock's key is `<server_name>/<pid>`.
     pub pid: Option<u64>,
+    /// The agent tells the request's place in line while it waits
+    /// (`progress=true`, `LOCKWAITING`); see [`crate::Client::lock_with_progress`].
+    pub progress: bool,
     /// The agent must have run at least this long (`min_uptime=`), or the
     /// request is `Refused { error: "untrusted" }`.
     pub min_uptime: Option<Duration>,
@@ -86,6 +89,9 @@ impl LockOptions {
         if self.detach {
             msg.set("detach", "true");
         }
+        if self.progress {
+            msg.set("progress", "true");
+        }
         if let Some(pid) = self.pid {
             msg.set_u64("pid", pid);
         }
@@ -118,6 +124,52 @@ pub fn unlock_message(object: &[u8], tag: i64, pid: Option<u64>) -> Message {
         msg.set_u64("pid", pid);
     }
     msg
+}
+
+/// A waiting request's place in line: what `LOCKWAITING` says
+/// (snaplock(7)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    /// The object, as the agent echoed it.
+    pub object: Vec<u8>,
+    /// 1: next in line.
+    pub position: u64,
+    /// Why nothing can be granted now (`lock-delay`, `no-quorum`, ...);
+    /// none while it waits for the holders and the requests ahead.
+    pub reason: Option<String>,
+    /// With `reason=lock-delay`: when the lock-delay ends.
+    pub until: Option<UnixTime>,
+}
+
+impl Waiting {
+    /// Reads a `LOCKWAITING`; a missing or malformed parameter is
+    /// [`Error::Protocol`].
+    pub fn from_message(msg: &Message) -> Result<Waiting, Error> {
+        let bad =
+            |what: &str| Error::Protocol(format!("LOCKWAITING without a valid {what}: {msg}"));
+        if msg.command != "LOCKWAITING" {
+            return Err(unexpected(msg));
+        }
+        let object = msg
+            .get("object_name")
+            .ok_or_else(|| bad("object_name"))?
+            .to_vec();
+        let position = msg
+            .get_str("position")
+            .and_then(|p| p.parse::<u64>().ok())
+            .filter(|p| *p > 0)
+            .ok_or_else(|| bad("position"))?;
+        let until = match msg.get("until") {
+            None => None,
+            Some(v) => Some(UnixTime::from_wire(v).ok_or_else(|| bad("until"))?),
+        };
+        Ok(Waiting {
+            object,
+            position,
+            reason: msg.get_str("reason").map(str::to_owned),
+            until,
+        })
+    }
 }
 
 /// A granted lock: what `LOCKED` says.

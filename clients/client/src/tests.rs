@@ -486,3 +486,87 @@ fn a_busy_polling_client_gets_its_replies_and_sees_the_agent_close() {
     agent.join().expect("fake agent");
     assert!(matches!(client.status(), Err(Error::Closed)));
 }
+
+#[test]
+fn lock_with_progress_asks_for_it_and_hands_each_place_to_the_caller() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        let req = a.read();
+        assert_eq!(req.get_str("progress"), Some("true"));
+        let t = tag(&req);
+        a.write(&format!("LOCKWAITING object_name=x;position=2;tag={t}"));
+        a.write(&format!(
+            "LOCKWAITING object_name=x;position=1;reason=lock-delay;tag={t};until=1700000009.5"
+        ));
+        // Malformed: skipped, the request still waits.
+        a.write(&format!("LOCKWAITING object_name=x;position=0;tag={t}"));
+        a.write(&format!(
+            "LOCKED fence=7;key=h/1.1;object_name=x;tag={t};timeout_date=1700000070"
+        ));
+    });
+    let mut seen = Vec::new();
+    let grant = client
+        .lock_with_progress(b"x", &LockOptions::default(), &mut |w| seen.push(w.clone()))
+        .expect("granted");
+    agent.join().expect("fake agent");
+    assert_eq!(grant.fence, 7);
+    let places: Vec<(u64, Option<&str>, Option<UnixTime>)> = seen
+        .iter()
+        .map(|w| (w.position, w.reason.as_deref(), w.until))
+        .collect();
+    assert_eq!(
+        places,
+        [
+            (2, None, None),
+            (1, Some("lock-delay"), Some(UnixTime(1_700_000_009_500_000)))
+        ]
+    );
+}
+
+#[test]
+fn a_lockwaiting_that_was_not_asked_for_is_never_taken_for_the_answer() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        let req = a.read();
+        assert_eq!(req.get("progress"), None);
+        let t = tag(&req);
+        a.write(&format!("LOCKWAITING object_name=x;position=1;tag={t}"));
+        a.write(&format!(
+            "LOCKED fence=8;key=h/1.1;object_name=x;tag={t};timeout_date=1700000070"
+        ));
+    });
+    let grant = client.lock(b"x", &LockOptions::default()).expect("granted");
+    agent.join().expect("fake agent");
+    assert_eq!(grant.fence, 8);
+    let kept = client.recv(Some(Duration::ZERO)).expect("an event");
+    assert_eq!(kept.map(|m| m.command), Some("LOCKWAITING".to_owned()));
+}
+
+#[test]
+fn readiness_told_unasked_is_never_the_answer_to_another_request() {
+    let (mut client, agent) = with_fake_agent(|a| {
+        assert_eq!(a.read().command, "LOCKSTATUS");
+        a.write("LOCKREADY");
+        // Told unasked, then the answer to INFO.
+        assert_eq!(a.read().command, "INFO");
+        a.write("NOLOCK");
+        a.write("STATUS ready=false;server_name=h");
+        // An old push, read or not, then the answer to LOCKSTATUS.
+        thread::sleep(Duration::from_millis(50));
+        a.write("LOCKREADY");
+        assert_eq!(a.read().command, "LOCKSTATUS");
+        a.write("NOLOCK");
+    });
+    assert!(client.status().expect("answered"));
+    let info = client.info().expect("answered");
+    assert_eq!(info.get_str("ready"), Some("false"));
+    assert_eq!(
+        client.next_event().map(|m| m.command),
+        Some("NOLOCK".to_owned())
+    );
+    // Give the old push time to arrive before asking again.
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        !client.status().expect("answered"),
+        "the answer, not the old push"
+    );
+    agent.join().expect("fake agent");
+}

@@ -108,6 +108,9 @@ impl snaplock_lock_options {
             try_once: self.try_once,
             detach: self.detach,
             pid: (self.pid > 0).then_some(self.pid),
+            // Never asked: no LOCKWAITING comes, and one would be kept
+            // as an event, never taken for the answer.
+            progress: false,
             // The contract and the counted mode are in
             // `snaplock_lock_extra`: growing this struct would change the ABI.
             min_uptime: None,

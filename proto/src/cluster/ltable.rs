@@ -172,6 +172,13 @@ pub(crate) struct LeaderTable {
     pub late_early: Vec<(Id, LateTickets)>,
     /// As the owner of namespaces: their transactions.
     pub tx: super::tx::TxOwner,
+    /// Owner: the waiting tickets that asked for progress, by object, with
+    /// the position their home was last told (0: not yet). Kept beside the
+    /// objects, not in them: most objects never have one.
+    pub progress: BTreeMap<ObjectName, BTreeMap<(Id, u64), u64>>,
+    /// Owner: objects with such tickets whose queue changed since the
+    /// positions were last told.
+    pub progress_dirty: BTreeSet<ObjectName>,
 }
 
 impl LeaderTable {
@@ -192,6 +199,8 @@ impl LeaderTable {
             late_in: None,
             late_early: Vec::new(),
             tx: super::tx::TxOwner::default(),
+            progress: BTreeMap::new(),
+            progress_dirty: BTreeSet::new(),
         }
     }
 
@@ -347,6 +356,16 @@ impl LeaderTable {
         Some(&mut o.tickets[pos])
     }
 
+    /// Ticket `req` of `home` on `name` is no longer told its position.
+    pub fn forget_progress(&mut self, name: &[u8], home: &Id, req: u64) {
+        if let Some(p) = self.progress.get_mut(name) {
+            p.remove(&(home.clone(), req));
+            if p.is_empty() {
+                self.progress.remove(name);
+            }
+        }
+    }
+
     pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LeaderTicket> {
         let o = self.objects.get_mut(name)?;
         let pos = o.find(home, req)?;
@@ -360,6 +379,9 @@ impl LeaderTable {
         }
         if o.tickets.is_empty() && o.last_shared_grant.is_none() {
             self.objects.remove(name);
+        }
+        if !self.progress.is_empty() {
+            self.forget_progress(name, &t.home, req);
         }
         Some(t)
     }

@@ -77,6 +77,7 @@ impl Core {
         let Some(state) = self.clients.remove(&client) else {
             return Err(InputError::UnknownClient(client));
         };
+        self.status_unwatch(client);
         // Its sessions' variables vanish with it.
         self.space.close_client(client);
         if self.authority.is_cluster() {
@@ -122,12 +123,10 @@ impl Core {
             "EXTEND" => self.extend(now, client, &msg),
             "TRANSACTION" => self.transaction(now, client, &msg),
             "LOCKSTATUS" => {
-                let status = if self.is_ready() {
-                    "LOCKREADY"
-                } else {
-                    "NOLOCK"
-                };
+                let ready = self.is_ready();
+                let status = if ready { "LOCKREADY" } else { "NOLOCK" };
                 self.reply(client, Message::new(status));
+                self.status_watch(client, ready);
             }
             "LISTTICKETS" => {
                 let list = self.ticket_list(now, client);
@@ -278,6 +277,9 @@ impl Core {
             .expect("open")
             .tickets
             .insert(id, name.clone());
+        if req.progress && !req.try_once {
+            self.progress_watch(&name, id);
+        }
         if self.authority.is_cluster() {
             // The owner leader decides, `busy` included.
             self.home_submit(now, &name, id);

@@ -7,6 +7,7 @@
 mod client;
 mod cluster;
 mod metrics;
+mod progress;
 mod trust;
 mod tx;
 
@@ -294,6 +295,8 @@ pub struct Core {
     pub(crate) trust: crate::local::trust::Trust,
     /// Counters and histograms for `METRICS`.
     pub(crate) metrics: crate::metrics::Metrics,
+    /// Waiting places and readiness told without asking again.
+    progress: progress::Progress,
 }
 
 impl Core {
@@ -333,6 +336,7 @@ impl Core {
             space,
             trust: crate::local::trust::Trust::new(now.mono),
             metrics,
+            progress: progress::Progress::default(),
         };
         if !core.authority.is_cluster() {
             core.persist();
@@ -376,7 +380,13 @@ impl Core {
             Input::PeerMessage { peer, msg } => self.peer_message(now, peer, msg),
             Input::PeerDown { peer } => self.peer_down(now, peer),
         }?;
+        if self.authority.is_cluster() {
+            // Before its own messages are read: the owner's word to its
+            // own clients arrives in this call.
+            self.owner_progress_flush();
+        }
         self.drain_local(now);
+        self.after_input(now);
         Ok(())
     }
 
@@ -396,7 +406,11 @@ impl Core {
             .expire(now.mono, crate::local::tx::space::EXPIRE_BATCH);
         self.install_own_state(now);
         self.cluster_tick(now);
+        if self.authority.is_cluster() {
+            self.owner_progress_flush();
+        }
         self.drain_local(now);
+        self.after_input(now);
     }
 
     /// Stops serving: every holder is told `UNLOCKED error=lost`, every
@@ -435,6 +449,9 @@ impl Core {
                 }
             }
         }
+        // The original's NOLOCK before the end, to those that asked,
+        // after the holders heard that their locks are lost.
+        self.push_readiness(false);
         let clients: Vec<_> = self.clients.keys().copied().collect();
         for client in clients {
             self.out.push_back(Output::Close { client });
@@ -456,6 +473,10 @@ impl Core {
             return Some(self.last_now); // more of what it sent itself
         }
         let table = match (self.table.next_timer(), self.space.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let table = match (table, self.progress_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -539,6 +560,7 @@ impl Core {
         t: &table::Ticket,
     ) {
         let lease_end = now.mono + t.duration;
+        self.progress_left(name, id);
         self.table
             .set_state(name, id, State::Held { fence, lease_end });
         self.metrics
@@ -567,6 +589,7 @@ impl Core {
             self.metrics.released(held);
         }
         self.forget_ticket(&t);
+        self.progress_left(name, id);
         if self.authority.is_cluster() {
             self.home_released(name, &t);
         }
@@ -588,6 +611,7 @@ impl Core {
         self.forget_old_ids(now);
         self.ping_all(now, stalled);
         self.home_tick(now);
+        self.progress_tick();
         self.log_waiting(now);
         self.leader_tick(now);
         self.check_collect(now);

@@ -50,6 +50,8 @@ pub struct LockRequest {
     pub try_once: bool,
     /// `detach=true`: survives the connection.
     pub detach: bool,
+    /// `progress=true`: told `LOCKWAITING` while it waits.
+    pub progress: bool,
 }
 
 /// Reads the parts every object request has. On failure, returns the
@@ -208,6 +210,10 @@ pub fn decode_lock(
         Ok(b) => b,
         Err(()) => return fail(Refusal::invalid("detach must be true or false"), &target),
     };
+    let progress = match bool_param(msg, "progress") {
+        Ok(b) => b,
+        Err(()) => return fail(Refusal::invalid("progress must be true or false"), &target),
+    };
     Ok(LockRequest {
         target,
         deadline,
@@ -220,6 +226,7 @@ pub fn decode_lock(
         },
         try_once,
         detach,
+        progress,
     })
 }
 

@@ -3,6 +3,7 @@
 //! the faults; these are the plain cases, quick to read when one breaks.
 
 mod net;
+mod progress;
 mod status;
 mod tx;
 mod waiters;

@@ -18,6 +18,7 @@
 //! | `ADDTICKET`, `ACTIVATELOCK`, `DROPTICKET` | owner → followers | the replica, the vote asked |
 //! | `LOCKACTIVATED` | follower → owner | the vote |
 //! | `LOCKED`, `LOCKFAILED`, `HASTICKET` | owner → home | the grant, the refusal, the check |
+//! | `LOCKWAITING` | owner → home | a waiting request's place in the owner's queue (`progress`) |
 //! | `TRANSACTION`, `TXACK` | home → owner | a client's transaction; applied, or given up |
 //! | `TXDONE`, `TXFAILED` | owner → home | the transaction ran, or did not |
 //! | `TXFENCE`, `TXFENCED` | owner ↔ followers | a transaction without new holdings, agreed |
@@ -113,6 +114,9 @@ pub(crate) struct Lock {
     pub kind: Kind,
     /// `try=true`: refused at once when it cannot be granted now.
     pub try_once: bool,
+    /// `progress=true`: the owner tells the home the request's place in
+    /// its queue (`LOCKWAITING`) whenever it changes.
+    pub progress: bool,
 }
 
 /// A message between agents.
@@ -173,6 +177,12 @@ pub(crate) enum PeerMsg {
     },
     /// The owner asks whether the home still has this request.
     HasTicket(TicketAt),
+    /// The owner tells the home where its waiting request is in line:
+    /// 1 + the waiting tickets ahead of it (at least 1).
+    Waiting {
+        at: TicketAt,
+        position: u64,
+    },
     Tx(TxReq),
     TxDone(TxDone),
     /// The transaction did not run: `failed` is its statement (0: none).
@@ -231,6 +241,7 @@ impl PeerMsg {
             PeerMsg::Locked { .. }
             | PeerMsg::LockFailed { .. }
             | PeerMsg::HasTicket(_)
+            | PeerMsg::Waiting { .. }
             | PeerMsg::TxDone(_)
             | PeerMsg::TxFailed { .. } => Role::Home,
         }
@@ -258,6 +269,7 @@ impl PeerMsg {
             | PeerMsg::DropTicket(at)
             | PeerMsg::Locked { at, .. }
             | PeerMsg::LockFailed { at, .. }
+            | PeerMsg::Waiting { at, .. }
             | PeerMsg::HasTicket(at) => Some(at.epoch),
         }
     }
@@ -279,6 +291,7 @@ impl PeerMsg {
             PeerMsg::Locked { .. } => "LOCKED",
             PeerMsg::LockFailed { .. } => "LOCKFAILED",
             PeerMsg::HasTicket(_) => "HASTICKET",
+            PeerMsg::Waiting { .. } => "LOCKWAITING",
             PeerMsg::Tx(_) => "TRANSACTION",
             PeerMsg::TxDone(_) => "TXDONE",
             PeerMsg::TxFailed { .. } => "TXFAILED",
@@ -335,6 +348,11 @@ impl PeerMsg {
                 key: text(m, "key")?,
                 kind: kind_of(m)?,
                 try_once: m.get("try") == Some(b"true"),
+                progress: match m.get("progress") {
+                    None => false,
+                    Some(b"true") => true,
+                    Some(_) => return Err(BadField("progress")),
+                },
             }),
             "UNLOCK" => PeerMsg::Unlock {
                 epoch: num(m, "epoch")?,
@@ -386,6 +404,12 @@ impl PeerMsg {
                     .to_owned(),
             },
             "HASTICKET" => PeerMsg::HasTicket(ticket_at(m)?),
+            "LOCKWAITING" => PeerMsg::Waiting {
+                at: ticket_at(m)?,
+                position: Some(num(m, "position")?)
+                    .filter(|p| *p > 0)
+                    .ok_or(BadField("position"))?,
+            },
             "TRANSACTION" => PeerMsg::Tx(TxReq {
                 epoch: num(m, "epoch")?,
                 namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
@@ -498,6 +522,9 @@ impl PeerMsg {
                 if l.try_once {
                     m.set("try", "true");
                 }
+                if l.progress {
+                    m.set("progress", "true");
+                }
             }
             PeerMsg::Unlock { epoch, object, req } => {
                 m.set_owned("object_name", object);
@@ -534,6 +561,10 @@ impl PeerMsg {
                 }
             }
             PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => put_ticket_at(&mut m, at),
+            PeerMsg::Waiting { at, position } => {
+                put_ticket_at(&mut m, at);
+                m.set_u64("position", position);
+            }
             PeerMsg::LockFailed {
                 at,
                 error,

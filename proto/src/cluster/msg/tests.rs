@@ -101,6 +101,16 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             key: "beta/123".to_owned(),
             kind,
             try_once: true,
+            progress: true,
+        }),
+        PeerMsg::Lock(Lock {
+            epoch: 7,
+            object: b"x".to_vec(),
+            req: 2,
+            key: "beta/124".to_owned(),
+            kind,
+            try_once: false,
+            progress: false,
         }),
         PeerMsg::Unlock {
             epoch: 7,
@@ -150,6 +160,10 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             description: "the object is locked".to_owned(),
         },
         PeerMsg::HasTicket(at()),
+        PeerMsg::Waiting {
+            at: at(),
+            position: 10_000,
+        },
         PeerMsg::Tx(TxReq {
             epoch: 7,
             namespace: b"Clinical".to_vec(),
@@ -238,7 +252,9 @@ fn each_role_gets_its_own_messages() {
             "LOCKSTARTED" | "LOCKPING" | "LOCKPONG" => Role::Link,
             "LOCKLEADERS" => Role::Election,
             "LOCKTICKETS" => Role::Handover,
-            "LOCKED" | "LOCKFAILED" | "HASTICKET" | "TXDONE" | "TXFAILED" => Role::Home,
+            "LOCKED" | "LOCKFAILED" | "HASTICKET" | "LOCKWAITING" | "TXDONE" | "TXFAILED" => {
+                Role::Home
+            }
             _ => Role::Leader,
         };
         assert_eq!(role, want, "{command}");
@@ -279,6 +295,20 @@ fn a_missing_or_bad_field_is_named() {
             "other_req",
         ),
         ("LOCKTICKETS epoch=1", "part"),
+        (
+            "LOCK epoch=1;object_name=o;req=2;key=k;progress=yes",
+            "progress",
+        ),
+        ("LOCKWAITING epoch=1;object_name=o;home=h;req=2", "position"),
+        (
+            "LOCKWAITING epoch=1;object_name=o;home=h;req=2;position=0",
+            "position",
+        ),
+        (
+            "LOCKWAITING epoch=1;object_name=o;home=h;req=2;position=-1",
+            "position",
+        ),
+        ("LOCKWAITING epoch=1;object_name=o;home=h;position=3", "req"),
         ("LOCKTICKETS epoch=1;part=middle", "part"),
         ("LOCKTICKETS epoch=1;part=state;n=1", "tickets"),
         (

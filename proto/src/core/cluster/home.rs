@@ -45,6 +45,7 @@ impl Core {
             key: t.key.to_string(),
             kind: t.kind,
             try_once: t.try_once,
+            progress: self.progress_asked(id),
         };
         self.send(To::Agent(&owner), PeerMsg::Lock(lock));
     }

@@ -168,6 +168,7 @@ impl Core {
                 description,
             } => self.home_answer(now, from, at, Err((error, description))),
             PeerMsg::HasTicket(at) => self.home_check(from, at),
+            PeerMsg::Waiting { at, position } => self.home_waiting(from, at, position),
             PeerMsg::Started(_)
             | PeerMsg::Ping { .. }
             | PeerMsg::Pong(_)
@@ -183,6 +184,7 @@ impl Core {
             key,
             kind,
             try_once,
+            progress,
             ..
         } = lock;
         let object = &*object;
@@ -197,6 +199,13 @@ impl Core {
             .objects
             .get_key_value(object)
             .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
+        let resent = l.objects.get(object).and_then(|o| o.find(home, req));
+        if resent.is_some() && progress && !try_once {
+            // Sent again (every second while it waits): its place is told
+            // again only if it was never told (this owner is new).
+            self.owner_watch(&name, home, req);
+        }
+        let l = self.cluster.leader.table.as_mut().expect("ready leader");
         if let Some(o) = l.objects.get(object) {
             if let Some(pos) = o.find(home, req) {
                 // A request sent again (after an epoch change, or a lost
@@ -260,6 +269,9 @@ impl Core {
             kind,
         };
         self.send(To::Leaders(has_ticket), add);
+        if progress && !try_once {
+            self.owner_watch(&name, home, req);
+        }
         self.evaluate(now, &name);
         self.refuse_if_busy(now, object, home, req, try_once);
         Ok(())
@@ -359,6 +371,7 @@ impl Core {
         if self.my_index().is_none() {
             return;
         }
+        self.owner_queue_changed(name);
         let l = self.cluster.leader.table.as_mut().expect("leader");
         if l.delay_until.is_some_and(|d| now.mono < d) {
             l.retry.insert(name.clone());
@@ -762,6 +775,7 @@ impl Core {
         for m in again {
             self.send(To::Agent(home), m);
         }
+        self.owner_progress_again(home);
     }
 
     /// For the simulator's checks only: the tickets that block their

@@ -10,9 +10,11 @@ mod late;
 mod leader;
 mod links;
 mod persist;
+mod progress;
 mod status;
 mod tx;
 mod txhome;
 mod vouch;
 
 pub(crate) use links::To;
+pub(crate) use status::NotReady;

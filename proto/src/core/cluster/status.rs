@@ -28,6 +28,38 @@ pub(super) fn lock_delay_reason(left: Duration) -> String {
     )
 }
 
+/// Why nothing can be granted now (docs/cluster.md "What an agent tells
+/// its clients"): [`NotReady::reason`] is the `reason` of `LOCKWAITING`
+/// (snaplock(7)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NotReady {
+    /// The agent is stopping.
+    Stopping,
+    /// No election has ended yet.
+    NoLeaders,
+    /// The new leaders wait until then for locks the previous ones may
+    /// still hold.
+    LockDelay(Time),
+    /// No contact with a majority of acting leaders.
+    NoQuorum,
+    /// Leader `i` of the epoch (the owner, or any when no object is
+    /// named) does not act: a handover runs, or it is gone.
+    Changing(usize),
+}
+
+impl NotReady {
+    /// Its word on the wire.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            NotReady::Stopping => "stopping",
+            NotReady::NoLeaders => "no-leaders",
+            NotReady::LockDelay(_) => "lock-delay",
+            NotReady::NoQuorum => "no-quorum",
+            NotReady::Changing(_) => "leaders-changing",
+        }
+    }
+}
+
 fn addrs(list: &[SocketAddr]) -> String {
     list.iter()
         .map(ToString::to_string)
@@ -78,15 +110,6 @@ impl Core {
             .and_then(|k| k.delay_until)
     }
 
-    /// The leaders that decide `object` (its owner), or every leader.
-    fn deciders(&self, object: Option<&[u8]>) -> Vec<Id> {
-        let c = &self.cluster;
-        match object.and_then(|o| c.owner_index(o)) {
-            Some(i) => vec![c.epoch.leaders[i].clone()],
-            None => c.epoch.leaders.clone(),
-        }
-    }
-
     /// What is left of the lock-delay of this epoch's leaders (they all
     /// install the same state, lock-delay included); zero when none runs.
     pub(crate) fn lock_delay_left(&self) -> Duration {
@@ -104,8 +127,16 @@ impl Core {
     /// `None`), or `None` when it can. `LOCKSTATUS`, `INFO ready`, and the
     /// `unavailable` answers to `try=true` and at deadlines come from here.
     pub(crate) fn unavailable(&self, object: Option<&[u8]>) -> Option<String> {
+        self.not_ready(object).map(|why| self.describe(&why))
+    }
+
+    /// [`unavailable`](Self::unavailable) without its description: the
+    /// readiness pushed to `LOCKSTATUS` connections and the `reason` of
+    /// `LOCKWAITING` are checked after every input, so this allocates
+    /// nothing and looks at the epoch's leaders (at most three) only.
+    pub(crate) fn not_ready(&self, object: Option<&[u8]>) -> Option<NotReady> {
         if self.stopping {
-            return Some("the agent is stopping".to_owned());
+            return Some(NotReady::Stopping);
         }
         let c = &self.cluster;
         if !self.authority.is_cluster() {
@@ -113,38 +144,53 @@ impl Core {
         }
         let now = self.last_now;
         if c.epoch.leaders.is_empty() {
-            let waiting = self.waiting_for();
-            return Some(if waiting.is_empty() {
-                "no leaders yet: no election has ended".to_owned()
-            } else {
-                format!("no leaders yet: {}", self.election_waits(&waiting))
-            });
+            return Some(NotReady::NoLeaders);
         }
         // First: nothing else can change before it ends.
         let left = self.lock_delay_left();
         if !left.is_zero() {
-            return Some(lock_delay_reason(left));
+            return Some(NotReady::LockDelay(now + left));
         }
         if !self.in_contact_now() {
-            return Some(format!(
+            return Some(NotReady::NoQuorum);
+        }
+        let changing = match object.and_then(|o| c.owner_index(o)) {
+            Some(i) => (!self.leader_acts(&c.epoch.leaders[i], now)).then_some(i),
+            None => {
+                (0..c.epoch.leaders.len()).find(|&i| !self.leader_acts(&c.epoch.leaders[i], now))
+            }
+        };
+        changing.map(NotReady::Changing)
+    }
+
+    /// The description of `why`, as the log and `unavailable` answers say it.
+    fn describe(&self, why: &NotReady) -> String {
+        let c = &self.cluster;
+        match *why {
+            NotReady::Stopping => "the agent is stopping".to_owned(),
+            NotReady::NoLeaders => {
+                let waiting = self.waiting_for();
+                if waiting.is_empty() {
+                    "no leaders yet: no election has ended".to_owned()
+                } else {
+                    format!("no leaders yet: {}", self.election_waits(&waiting))
+                }
+            }
+            NotReady::LockDelay(until) => lock_delay_reason(until.saturating_since(self.last_now)),
+            NotReady::NoQuorum => format!(
                 "no quorum: {} of the {} leaders of epoch {} have not answered this agent as acting leaders for {:?}",
                 c.leader_majority(),
                 c.epoch.leaders.len(),
                 c.epoch.number,
                 c.cfg.grace
-            ));
+            ),
+            NotReady::Changing(i) => format!(
+                "the leaders are changing: {} has not answered as an acting leader of epoch {} for {:?}",
+                Cluster::name_of(&c.epoch.leaders[i]),
+                c.epoch.number,
+                c.cfg.peer_timeout
+            ),
         }
-        for leader in self.deciders(object) {
-            if !self.leader_acts(&leader, now) {
-                return Some(format!(
-                    "the leaders are changing: {} has not answered as an acting leader of epoch {} for {:?}",
-                    Cluster::name_of(&leader),
-                    c.epoch.number,
-                    c.cfg.peer_timeout
-                ));
-            }
-        }
-        None
     }
 
     /// The members the first election waits for: with no leaders yet and
