@@ -46,6 +46,10 @@ pub(crate) struct LeaderTicket {
     /// Owner: the leaders that have this ticket from it (its ADDTICKET, or
     /// the epoch's state); bit i = leader i. Its DROPTICKET goes to them.
     pub has_ticket: u8,
+    /// Owner: when this epoch granted it (`LISTTICKETS` says since when a
+    /// lock is held); `None` while waiting, and for an inherited lock,
+    /// whose grant an earlier epoch made.
+    pub since: Option<Time>,
 }
 
 impl LeaderTicket {
@@ -236,6 +240,7 @@ impl LeaderTable {
                     kind: t.kind,
                     state: LeaderState::Inherited { fence: t.fence },
                     has_ticket: all,
+                    since: None,
                 },
             ));
         }
@@ -383,6 +388,7 @@ mod tests {
             },
             state: LeaderState::Held { fence: number },
             has_ticket: 0,
+            since: None,
         }
     }
 

@@ -128,10 +128,7 @@ impl Core {
                 };
                 self.reply(client, Message::new(status));
             }
-            "LISTTICKETS" => {
-                let list = self.ticket_list(now);
-                self.reply(client, Message::new("TICKETLIST").with("list", list));
-            }
+            "LISTTICKETS" => self.list_tickets(now, client, &msg),
             "INFO" => {
                 let info = self.info(now);
                 self.reply(client, info);
@@ -259,6 +256,7 @@ impl Core {
             unlock_duration: req.unlock_duration,
             detach: req.detach,
             try_once: req.try_once,
+            granted: None,
             state: State::Waiting { deadline },
         };
         self.table.insert(&name, ticket);
@@ -422,12 +420,16 @@ impl Core {
         }
     }
 
-    /// One line per ticket, snaplock's format plus the mode and fence.
-    fn ticket_list(&self, now: Now) -> String {
+    /// One line per ticket of this agent's table (or of object `only`),
+    /// snaplock's format plus the mode and fence.
+    pub(super) fn ticket_list(&self, now: Now, client: ClientId, only: Option<&[u8]>) -> String {
         let mut list = String::new();
         let mut left = self.table.ticket_count();
         for (name, object) in &self.table.objects {
-            if crate::vocab::split_var_object(name).is_some() {
+            if crate::vocab::split_var_object(name).is_some()
+                || only.is_some_and(|o| o != &name[..])
+                || !self.may_list(client, name)
+            {
                 // A transaction's variable, not a lock.
                 left -= object.tickets.len();
                 continue;

@@ -375,6 +375,7 @@ impl Core {
         self.space
             .expire(now.mono, crate::local::tx::space::EXPIRE_BATCH);
         self.install_own_state(now);
+        self.view_tick(now);
         self.cluster_tick(now);
         self.drain_local(now);
     }
@@ -520,6 +521,11 @@ impl Core {
         let lease_end = now.mono + t.duration;
         self.table
             .set_state(name, id, State::Held { fence, lease_end });
+        if let Some(o) = self.table.objects.get_mut(name) {
+            if let Some(pos) = o.position(id) {
+                o.tickets[pos].granted = Some(now.mono);
+            }
+        }
         if t.kind.mode.is_shared() {
             self.table.note_shared_grant(name, now.mono);
         }

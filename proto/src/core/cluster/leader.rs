@@ -172,7 +172,9 @@ impl Core {
             | PeerMsg::Ping { .. }
             | PeerMsg::Pong(_)
             | PeerMsg::Leaders { .. }
-            | PeerMsg::Tickets { .. } => Ok(()),
+            | PeerMsg::Tickets { .. }
+            | PeerMsg::List(_)
+            | PeerMsg::Listed(_) => Ok(()),
         }
     }
 
@@ -245,6 +247,7 @@ impl Core {
                 kind,
                 state: LeaderState::Waiting,
                 has_ticket,
+                since: None,
             },
         );
         self.cluster
@@ -516,6 +519,7 @@ impl Core {
         match ballot.tally(all, majority, acting, plant) {
             Tally::Grant => {
                 t.state = LeaderState::Held { fence };
+                t.since = Some(now.mono);
                 if t.kind.mode.is_shared() {
                     o.last_shared_grant = Some(now.mono);
                 }

@@ -13,6 +13,7 @@ mod persist;
 mod status;
 mod tx;
 mod txhome;
+mod view;
 mod vouch;
 
 pub(crate) use links::To;
