@@ -5,6 +5,7 @@
 mod net;
 mod status;
 mod tx;
+mod view;
 mod waiters;
 
 use net::Net;
