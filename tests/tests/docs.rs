@@ -389,6 +389,16 @@ fn errors_in_the_core() -> BTreeSet<String> {
                 found.insert(name.to_owned());
             }
         }
+        // A TICKETLIST that lists nothing says why the same way.
+        for args in call_arguments(&source, "refused(") {
+            if let Some(name) = args
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|a| a.split('"').next())
+            {
+                found.insert(name.to_owned());
+            }
+        }
         if source.contains("Refusal::invalid(") {
             found.insert("invalid".to_owned());
         }
