@@ -11,6 +11,7 @@ mod harness;
 mod silence;
 mod status;
 mod transactions;
+mod view;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

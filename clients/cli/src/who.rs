@@ -105,7 +105,7 @@ pub fn who(client: &mut Client, name: &[u8], timeout: std::time::Duration) -> u8
         }
         ("TICKETLIST", _) if reply.get("missing").is_some() => {
             eprintln!(
-                "snaplock-cli: error: who: the owner of the name did not answer: {}",
+                "snaplock-cli: error: who: the owner of the name could not answer (silent, unreachable, or the leaders are changing): {}",
                 reply.get_str("missing").unwrap_or("?")
             );
             exit::UNAVAILABLE
