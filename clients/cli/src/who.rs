@@ -90,7 +90,7 @@ pub fn render(name: &[u8], list: &str) -> String {
 /// Asks, prints, and says how it went: 0 when the owner answered, 69 when
 /// it did not (or there are no leaders).
 pub fn who(client: &mut Client, name: &[u8], timeout: std::time::Duration) -> u8 {
-    let msg = Message::new("LISTTICKETS").with("object_name", name.to_vec());
+    let msg = Message::new("LISTTICKETS").with("object_name", name);
     let reply = match client.request(&msg, timeout) {
         Ok(reply) => reply,
         Err(e) => return crate::query::failed("who", &e),

@@ -94,9 +94,7 @@ impl Views {
 /// A ticket of an owner's queue, as it is listed: holders first (a
 /// follower's vote may stand for them), then the waiters, each in bakery
 /// order.
-fn queue_of<'a>(
-    o: &'a LeaderObject,
-) -> impl Iterator<Item = (&'a super::ltable::LeaderTicket, bool)> {
+fn queue_of(o: &LeaderObject) -> impl Iterator<Item = (&super::ltable::LeaderTicket, bool)> {
     let held = o.tickets.iter().filter(|t| t.blocks()).map(|t| (t, true));
     let waiting = o.tickets.iter().filter(|t| !t.blocks()).map(|t| (t, false));
     held.chain(waiting)
