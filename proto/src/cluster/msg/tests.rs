@@ -424,3 +424,32 @@ fn a_refusal_keeps_only_the_protocols_errors() {
         ("unavailable", "refused by the leaders")
     );
 }
+
+#[test]
+fn every_cut_or_changed_byte_of_a_list_answer_is_read_or_refused() {
+    let good = b"1 0 1048576 1700000000000000 x 1:a5:node27:node2/72 1 0 0 s 3:b;c5:node37:node3/1";
+    for cut in 0..=good.len() {
+        let mut m = Message::new("LOCKLISTED")
+            .with("epoch", "1")
+            .with("serial", "1");
+        m.set_owned("tickets", good[..cut].to_vec());
+        let read = PeerMsg::parse(&mut m);
+        if cut == good.len() {
+            let Ok(Some(PeerMsg::Listed(l))) = read else {
+                panic!("the whole answer reads: {read:?}")
+            };
+            assert_eq!(l.entries.len(), 2);
+        }
+    }
+    for at in 0..good.len() {
+        for b in [b' ', b':', b'0', b'9', b'x', 0xff] {
+            let mut changed = good.to_vec();
+            changed[at] = b;
+            let mut m = Message::new("LOCKLISTED")
+                .with("epoch", "1")
+                .with("serial", "1");
+            m.set_owned("tickets", changed);
+            let _ = PeerMsg::parse(&mut m);
+        }
+    }
+}
