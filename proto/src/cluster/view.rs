@@ -143,7 +143,9 @@ pub(crate) fn owner_list(
                 number: t.number,
                 position: if held { 0 } else { position },
                 fence,
-                since_us: t.since.map_or(0, |s| now.wall_of(s).0),
+                since_us: t
+                    .since
+                    .map_or(0, |s| now.wall_of(Time::from_micros(s.get())).0),
                 mode: t.kind.mode,
                 agent: super::Cluster::name_of(&t.home).to_owned(),
                 key: t.key.to_string(),

@@ -519,7 +519,7 @@ impl Core {
         match ballot.tally(all, majority, acting, plant) {
             Tally::Grant => {
                 t.state = LeaderState::Held { fence };
-                t.since = Some(now.mono);
+                t.since = std::num::NonZeroU64::new(now.mono.as_micros());
                 if t.kind.mode.is_shared() {
                     o.last_shared_grant = Some(now.mono);
                 }
