@@ -133,6 +133,7 @@ fn with_a_leader_stopped_the_list_answers_within_the_bound_and_names_it() {
     // peer_timeout (2 s by default) is the bound.
     let got = asker.recv_within(Duration::from_secs(5));
     let took = start.elapsed();
+    eprintln!("LISTTICKETS from node2 with node1 stopped, after {took:?}:\n{got}");
     assert!(took < Duration::from_secs(3), "answered after {took:?}");
     assert_eq!(got.command, "TICKETLIST", "{got}");
     assert_eq!(got.get_str("missing"), Some("node1"), "{got}");
