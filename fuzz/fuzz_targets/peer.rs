@@ -43,22 +43,25 @@ fn now_of(us: u64) -> Now {
 }
 
 const OBJECTS: [&str; 3] = ["a", "b;c", "\"d\\"];
-const COMMANDS: [&str; 15] = [
+const COMMANDS: [&str; 17] = [
     "LOCKSTARTED", "LOCKLEADERS", "LOCKPING", "LOCKPONG", "LOCKTICKETS", "LOCK", "UNLOCK",
     "LOCKED", "LOCKFAILED", "ADDTICKET", "ACTIVATELOCK", "LOCKACTIVATED", "DROPTICKET",
-    "LOCKWAITING", "BOGUS",
+    "LOCKWAITING", "BOGUS", "LOCKLIST", "LOCKLISTED",
 ];
 const PARTS: [&str; 8] = [
     "begin", "leader", "home", "end", "state-begin", "state", "reporter", "state-end",
 ];
 
 /// `tickets=` of `LOCKTICKETS` batches: one record, two, an own home's
-/// (empty home), cut short.
-const TICKETS: [&str; 4] = [
+/// (empty home), cut short; of `LOCKLISTED`: a holder and a waiter, a
+/// waiter with a fence.
+const TICKETS: [&str; 6] = [
     "1048576 1 x 0 h 0 1 1:a0:7:node2/7",
     "2097152 2 s 3 t 5000 - 3:b;c37:05|0000000000|127.0.0.1:4002|10|node27:node2/71048576 3 x 0 s 0 0 1:a0:7:node2/8",
     "3145728 4 x 0 h 0 - 4:\"d\\37:06|0000000007|127.0.0.1:4003|11|node37:node3/1",
     "5 x 0 h",
+    "1 0 1048576 1700000000000000 x 1:a5:node27:node2/72 1 0 0 s 3:b;c5:node37:node3/1",
+    "2 1 5 0 c 1:a5:node27:node2/7",
 ];
 
 /// Ids of the two fuzzed peers (their names and addresses match the links).
@@ -110,6 +113,8 @@ fn message(b: &mut Bytes<'_>, ids: &[String], epochs: &[u64]) -> Option<Message>
         m.set("active", b.pick(&["0", "1"])?);
         m.set("position", b.pick(&["1", "2", "0", "-1", "18446744073709551616"])?);
         m.set("progress", b.pick(&["true", "false", "x"])?);
+        m.set("ready", b.pick(&["0", "1"])?);
+        m.set("more", b.pick(&["0", "1"])?);
     }
     if flags & 128 != 0 {
         m.set("lockid", b.pick(ids)?);
@@ -184,7 +189,7 @@ fuzz_target!(|data: &[u8]| {
                 } else {
                     let object = b.pick(&OBJECTS).unwrap_or("a");
                     let command = b
-                        .pick(&["LOCK", "UNLOCK", "EXTEND", "ALIVE", "INFO", "LOCKSTATUS"])
+                        .pick(&["LOCK", "UNLOCK", "EXTEND", "ALIVE", "INFO", "LOCKSTATUS", "LISTTICKETS"])
                         .unwrap_or("LOCK");
                     let progress = b.pick(&["true", "false"]).unwrap_or("true");
                     let msg = Message::new(command)

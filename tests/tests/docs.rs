@@ -419,6 +419,16 @@ fn errors_in_the_core() -> BTreeSet<String> {
                 found.insert(name.to_owned());
             }
         }
+        // A TICKETLIST that lists nothing says why the same way.
+        for args in call_arguments(&source, "refused(") {
+            if let Some(name) = args
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|a| a.split('"').next())
+            {
+                found.insert(name.to_owned());
+            }
+        }
         if source.contains("Refusal::invalid(") {
             found.insert("invalid".to_owned());
         }
@@ -804,4 +814,59 @@ fn every_waiting_reason_the_core_sends_is_described_in_the_protocol_page() {
             "snaplock-cli(1) -v does not name {name}"
         );
     }
+}
+
+/// The lines of one `.SS` subsection of a man page (up to the next `.SS`
+/// or `.SH`).
+fn man_subsection(text: &str, title: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(".SS ") {
+            inside = rest.trim_matches('"') == title;
+            continue;
+        }
+        if line.starts_with(".SH ") {
+            inside = false;
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    assert!(!out.is_empty(), "the man page has no subsection {title:?}");
+    out
+}
+
+/// The quoted first arguments of every call of `callee` in `source`.
+fn quoted_arguments(source: &str, callee: &str) -> BTreeSet<String> {
+    call_arguments(source, callee)
+        .into_iter()
+        .filter_map(|a| a.trim_start().strip_prefix('"')?.split('"').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_parameter_listtickets_reads_or_answers_is_described_in_its_section() {
+    let source = read("proto/src/core/cluster/view.rs");
+    let read_params = quoted_arguments(&source, "msg.get(");
+    let mut answered = quoted_arguments(&source, ".with(");
+    answered.extend(quoted_arguments(&source, "reply.set("));
+    assert!(read_params.contains("scope") && read_params.contains("object_name"));
+    assert!(answered.contains("missing") && answered.contains("list"));
+    let section = man_subsection(&man_text("snaplock.7"), "LISTTICKETS");
+    for name in read_params.iter().chain(&answered) {
+        assert!(
+            section.contains(&format!(".B {name}"))
+                || section.contains(&format!(".BR {name} "))
+                || section.contains(&format!("{name}=")),
+            "the LISTTICKETS section of man/snaplock.7 does not describe {name}"
+        );
+    }
+    let cli = man_text("snaplock-cli.1");
+    assert!(
+        cli.lines().any(|l| l == ".SS who"),
+        "snaplock-cli(1) has no who"
+    );
 }

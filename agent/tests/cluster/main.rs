@@ -15,6 +15,7 @@ mod progress;
 mod silence;
 mod status;
 mod transactions;
+mod view;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -78,7 +78,13 @@ Commands:
       Print \"ready\" and exit 0 when the agent can grant locks now, else
       print \"not ready\" and exit 1.
   list
-      Print the agent's tickets, one per line.
+      Print the tickets, one per line: in a cluster, every agent's requests
+      as the leaders that own the names know them. A leader that did not
+      answer in time is named on stderr.
+  who NAME
+      Print who holds NAME (agent, key, mode, since when, fence) and the
+      requests waiting for it, in the order they will be served. Asks the
+      name's owner leader only.
   info
       Print the agent's status, one \"name: value\" line per item; in a
       cluster, then one \"peer ADDR: ...\" line per other member: its
@@ -102,7 +108,8 @@ Options:
   -V, --version             print the version and exit
 
 Exit status:
-  0       success; for lock and tx with COMMAND, the status of COMMAND
+  0       success; for lock and tx with COMMAND, the status of COMMAND;
+          who: the owner answered (NAME held or not)
   1       lock: conflict (-n) or timeout (-w), unless -E says otherwise;
           status: the agent is not ready; tx: an assert was false (COMMAND
           did not run)
@@ -111,7 +118,8 @@ Exit status:
           closed, or LOCKFAILED error=unavailable (no leaders, no quorum,
           leaders changing, lock-delay; the reason is printed), or
           TRANSACTIONFAILED error=unavailable; lock: the agent does not
-          meet --min-uptime or --min-trust (error=untrusted)
+          meet --min-uptime or --min-trust (error=untrusted); who: the
+          name's owner leader did not answer, or there are no leaders
   70      protocol or unexpected error: LOCKFAILED error=invalid, overflow,
           denied or duplicate (TRANSACTIONFAILED error=invalid or overflow),
           an unexpected or unreadable reply
@@ -156,6 +164,8 @@ pub enum Action {
     Status,
     /// `LISTTICKETS`.
     List,
+    /// `LISTTICKETS object_name=NAME`.
+    Who(Vec<u8>),
     /// `INFO`.
     Info,
     /// `METRICS`.
@@ -365,13 +375,14 @@ where
     } else {
         let Some((sub, sub_args)) = rest.split_first() else {
             return Err(usage(
-                "missing command (lock, tx, status, list, info, metrics or send)",
+                "missing command (lock, tx, status, list, who, info, metrics or send)",
             ));
         };
         match sub.to_str() {
             Some("lock") => parse_lock(sub_args)?,
             Some("send") => parse_send(sub_args)?,
             Some("tx") => parse_tx(sub_args)?,
+            Some("who") => parse_who(sub_args)?,
             Some(name @ ("status" | "list" | "info" | "metrics")) => parse_plain(name, sub_args)?,
             _ => {
                 return Err(usage(format!(
@@ -618,6 +629,30 @@ fn parse_send(args: &[OsString]) -> Result<Action, UsageError> {
         return Err(usage("send: LINE must be one non-empty line"));
     }
     Ok(Action::Send(SendArgs { line, timeout }))
+}
+
+fn parse_who(args: &[OsString]) -> Result<Action, UsageError> {
+    let (m, rest) = getopts_parse(&plain_opts(), args)?;
+    if m.opt_present("help") {
+        return Ok(Action::Help);
+    }
+    let name = match rest {
+        [] => return Err(usage("who: missing NAME")),
+        [name] => name,
+        [_, extra, ..] => {
+            return Err(usage(format!(
+                "who: unexpected argument '{}'",
+                extra.to_string_lossy()
+            )));
+        }
+    };
+    if name.is_empty() {
+        return Err(usage("who: NAME must not be empty"));
+    }
+    if name.len() > MAX_NAME {
+        return Err(usage(format!("who: NAME is longer than {MAX_NAME} bytes")));
+    }
+    Ok(Action::Who(name.as_bytes().to_vec()))
 }
 
 fn parse_plain(name: &str, args: &[OsString]) -> Result<Action, UsageError> {

@@ -202,6 +202,19 @@ fn status_list_and_info_take_no_arguments() {
 }
 
 #[test]
+fn who_takes_exactly_one_name() {
+    assert_eq!(
+        parse(&["who", "https://x/a;b"]).expect("valid").action,
+        Action::Who(b"https://x/a;b".to_vec())
+    );
+    assert!(usage_error(&["who"]).contains("who: missing NAME"));
+    assert!(usage_error(&["who", ""]).contains("must not be empty"));
+    assert!(usage_error(&["who", "a", "b"]).contains("unexpected argument 'b'"));
+    let long = "n".repeat(4097);
+    assert!(usage_error(&["who", &long]).contains("longer than 4096"));
+}
+
+#[test]
 fn send_takes_one_line_and_a_timeout() {
     let Action::Send(s) = parse(&["send", "LOCK object_name=x"])
         .expect("valid")

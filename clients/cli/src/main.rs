@@ -11,6 +11,7 @@ mod query;
 mod run;
 mod spawn;
 mod tx;
+mod who;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -62,6 +63,7 @@ fn execute(cmd: &Command) -> ExitCode {
         Action::List => query::list(&mut client),
         Action::Info => query::info(&mut client),
         Action::Metrics => query::metrics(&mut client),
+        Action::Who(name) => who::who(&mut client, name, query::LIST_TIMEOUT),
         Action::Send(send) => query::send(&mut client, send),
         Action::Tx(tx) => tx::run(&mut client, tx),
         Action::Help | Action::Version => exit::OK,

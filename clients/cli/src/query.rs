@@ -1,9 +1,10 @@
-//! The one-request subcommands: `status`, `list`, `info`, `metrics`, `send`.
+//! The one-request subcommands: `status`, `list`, `info`, `metrics`, `send`
+//! (and `who`, in `who.rs`).
 
 use std::io::{self, Write};
 use std::time::Duration;
 
-use snaplock_client::wire::encode_to_vec;
+use snaplock_client::wire::{Message, encode_to_vec};
 use snaplock_client::{Client, Error};
 
 use crate::args::SendArgs;
@@ -15,14 +16,19 @@ pub const SEND_QUIET: Duration = Duration::from_millis(250);
 /// Most replies `send` prints after the first.
 const SEND_MAX_LINES: usize = 10_000;
 
+/// How long `list` and `who` wait for the answer: in a cluster the agent
+/// gathers it from the leaders for up to their `peer_timeout` (2 s by
+/// default).
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Reports a failed request on stderr and gives its exit status.
-fn failed(what: &str, e: &Error) -> u8 {
+pub(crate) fn failed(what: &str, e: &Error) -> u8 {
     eprintln!("snaplock-cli: error: {what}: {e}");
     exit::of_error(e, exit::SOFTWARE)
 }
 
 /// Writes to stdout; a reader that went away (`| head`) ends quietly.
-fn print(bytes: &[u8]) -> Result<(), u8> {
+pub(crate) fn print(bytes: &[u8]) -> Result<(), u8> {
     let mut out = io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -43,17 +49,34 @@ pub fn status(client: &mut Client) -> u8 {
     }
 }
 
-/// `list`: the ticket lines as the agent wrote them.
+/// `list`: the ticket lines as the agent wrote them; the leaders that
+/// did not answer in time are named on stderr.
 pub fn list(client: &mut Client) -> u8 {
-    match client.list() {
-        Ok(mut list) => {
-            if !list.is_empty() && !list.ends_with('\n') {
-                list.push('\n');
-            }
-            print(list.as_bytes()).map_or_else(|code| code, |()| exit::OK)
-        }
-        Err(e) => failed("list", &e),
+    let reply = match client.request(&Message::new("LISTTICKETS"), LIST_TIMEOUT) {
+        Ok(reply) => reply,
+        Err(e) => return failed("list", &e),
+    };
+    let Some(list) = reply.get("list").filter(|_| reply.command == "TICKETLIST") else {
+        let e = Error::Protocol(format!("unexpected reply {}", reply.command));
+        return failed("list", &e);
+    };
+    if let Some(error) = reply.get_str("error") {
+        let e = Error::Refused {
+            error: error.to_owned(),
+            description: reply.get_str("description").unwrap_or_default().to_owned(),
+        };
+        return failed("list", &e);
     }
+    let mut list = String::from_utf8_lossy(list).into_owned();
+    if !list.is_empty() && !list.ends_with('\n') {
+        list.push('\n');
+    }
+    if let Some(missing) = reply.get_str("missing") {
+        eprintln!(
+            "snaplock-cli: warning: list: the names owned by these leaders are not listed (no answer in time): {missing}"
+        );
+    }
+    print(list.as_bytes()).map_or_else(|code| code, |()| exit::OK)
 }
 
 /// `info`: one `name: value` line per parameter of `STATUS`, sorted by

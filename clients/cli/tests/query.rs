@@ -1,4 +1,4 @@
-//! `snaplock-cli status | list | info | send`, usage errors and a missing
+//! `snaplock-cli status | list | who | info | send`, usage errors and a missing
 //! agent, against a real agent.
 
 mod common;
@@ -83,6 +83,60 @@ fn list_shows_a_held_lock_and_nothing_once_it_is_released() {
 }
 
 #[test]
+fn who_prints_the_holder_and_the_queue_of_a_name_on_an_agent_alone() {
+    let agent = Agent::start();
+    let dir = TempDir::new("who");
+    let (held, release) = (dir.path("held"), dir.path("release"));
+    let script = format!(
+        "touch '{}'; i=0; while [ ! -e '{}' ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        held.display(),
+        release.display()
+    );
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "who/object", "--"]).args(sh(&script));
+    let holder = Running::spawn(cmd);
+    wait_for_file(&held, Duration::from_secs(10));
+    let mut cmd = agent.cli();
+    cmd.args(["lock", "-s", "-w", "10", "who/object", "true"]);
+    let waiter = Running::spawn(cmd);
+
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        let mut cmd = agent.cli();
+        cmd.args(["who", "who/object"]);
+        let done = run(cmd, BOUND);
+        assert_eq!(done.code(), 0, "{done:?}");
+        lines = done.stdout.lines().map(str::to_owned).collect();
+        if lines.iter().any(|l| l.starts_with("waiting 1: ")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0], "name: who/object");
+    assert!(lines[1].starts_with("holder: "), "{lines:?}");
+    assert!(
+        lines[1].contains("  mode: exclusive  since: 20"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("  fence: "), "{lines:?}");
+    assert!(lines[2].starts_with("waiting 1: "), "{lines:?}");
+    assert!(lines[2].ends_with("  mode: shared"), "{lines:?}");
+
+    std::fs::write(&release, b"").expect("release");
+    assert_eq!(holder.wait(BOUND).code(), 0);
+    assert_eq!(waiter.wait(BOUND).code(), 0);
+    let mut cmd = agent.cli();
+    cmd.args(["who", "who/object"]);
+    let done = run(cmd, BOUND);
+    assert_eq!(
+        (done.code(), done.stdout.as_str()),
+        (0, "name: who/object\nholder: none\nqueue: empty\n"),
+        "{done:?}"
+    );
+}
+
+#[test]
 fn send_prints_the_replies_to_a_raw_line() {
     let agent = Agent::start();
     for (line, expected) in [
@@ -119,6 +173,7 @@ fn a_missing_agent_is_unavailable() {
     for args in [
         &["status"][..],
         &["list"],
+        &["who", "x"],
         &["info"],
         &["send", "INFO"],
         &["lock", "x", "true"],

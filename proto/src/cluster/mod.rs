@@ -17,6 +17,7 @@ pub(crate) mod merge;
 pub(crate) mod msg;
 pub mod persist;
 pub(crate) mod tx;
+pub(crate) mod view;
 pub(crate) mod votes;
 pub(crate) mod vouch;
 
@@ -102,6 +103,8 @@ pub(crate) struct Cluster {
     /// Messages from this agent to itself (its home part to its leader
     /// part and back), delivered after the current input.
     pub local: std::collections::VecDeque<msg::PeerMsg>,
+    /// The cluster-wide lists being gathered for clients.
+    pub views: view::Views,
 }
 
 impl Cluster {
@@ -140,6 +143,7 @@ impl Cluster {
             leader: ltable::LeaderRole::default(),
             next_tick: now.mono,
             local: std::collections::VecDeque::new(),
+            views: view::Views::default(),
         }
     }
 
@@ -209,7 +213,7 @@ impl Cluster {
     /// or just after the time the collector's own copy of the state was
     /// built (installed at a later call).
     pub fn next_deadline(&self) -> Time {
-        let tick = self.next_tick;
+        let tick = (self.views.next_deadline()).map_or(self.next_tick, |d| d.min(self.next_tick));
         match &self.handover.own_state {
             Some((at, _)) => tick.min(*at + std::time::Duration::from_micros(1)),
             None => tick,

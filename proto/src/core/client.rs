@@ -128,10 +128,7 @@ impl Core {
                 self.reply(client, Message::new(status));
                 self.status_watch(client, ready);
             }
-            "LISTTICKETS" => {
-                let list = self.ticket_list(now, client);
-                self.reply(client, Message::new("TICKETLIST").with("list", list));
-            }
+            "LISTTICKETS" => self.list_tickets(now, client, &msg),
             "INFO" => {
                 let info = self.info(now);
                 self.reply(client, info);
@@ -268,6 +265,7 @@ impl Core {
             unlock_duration: req.unlock_duration,
             detach: req.detach,
             try_once: req.try_once,
+            granted: None,
             state: State::Waiting { deadline },
             since: now.mono,
         };
@@ -445,7 +443,8 @@ impl Core {
     }
 
     /// Whether `LISTTICKETS` shows `client` the tickets of `name`.
-    fn may_list(&self, client: ClientId, name: &[u8]) -> bool {
+    /// The one place a listing (local or cluster-wide) is filtered per name.
+    pub(crate) fn may_list(&self, client: ClientId, name: &[u8]) -> bool {
         self.config
             .acl
             .as_ref()
@@ -466,14 +465,18 @@ impl Core {
         }
     }
 
-    /// One line per ticket, snaplock's format plus the mode and fence.
-    fn ticket_list(&self, now: Now, client: ClientId) -> String {
+    /// One line per ticket of this agent's table (or of object `only`),
+    /// snaplock's format plus the mode and fence.
+    pub(super) fn ticket_list(&self, now: Now, client: ClientId, only: Option<&[u8]>) -> String {
         let mut list = String::new();
         let mut left = self.table.ticket_count();
         for (name, object) in &self.table.objects {
-            // A transaction's variable is not a lock; a name the client may
-            // not lock is not shown to it.
-            if crate::vocab::split_var_object(name).is_some() || !self.may_list(client, name) {
+            if crate::vocab::split_var_object(name).is_some()
+                || only.is_some_and(|o| o != &name[..])
+                || !self.may_list(client, name)
+            {
+                // A transaction's variable is not a lock; a name the client
+                // may not lock is not shown to it.
                 left -= object.tickets.len();
                 continue;
             }

@@ -405,6 +405,7 @@ impl Core {
         self.space
             .expire(now.mono, crate::local::tx::space::EXPIRE_BATCH);
         self.install_own_state(now);
+        self.view_tick(now);
         self.cluster_tick(now);
         if self.authority.is_cluster() {
             self.owner_progress_flush();
@@ -566,6 +567,11 @@ impl Core {
         self.metrics
             .granted(name, now.mono.saturating_since(t.since));
         self.table.set_since(name, id, now.mono);
+        if let Some(o) = self.table.objects.get_mut(name) {
+            if let Some(pos) = o.position(id) {
+                o.tickets[pos].granted = Some(now.mono);
+            }
+        }
         if t.kind.mode.is_shared() {
             self.table.note_shared_grant(name, now.mono);
         }

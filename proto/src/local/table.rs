@@ -89,6 +89,9 @@ pub struct Ticket {
     pub detach: bool,
     /// `try=true`: never waits.
     pub try_once: bool,
+    /// When it was granted here, for `LISTTICKETS`; `None` while it
+    /// waits, and for a lock this agent learned of rather than granted.
+    pub granted: Option<Time>,
     /// Where it is in its life.
     pub state: State,
     /// When it was asked for; once held, when it was granted (for the
@@ -323,6 +326,7 @@ mod tests {
                 unlock_duration: Duration::ZERO,
                 detach: false,
                 try_once: false,
+                granted: None,
                 state: State::Held {
                     fence: i as u64 + 1,
                     lease_end: Time::from_micros(60_000_000),

@@ -22,16 +22,19 @@
 //! | `TRANSACTION`, `TXACK` | home → owner | a client's transaction; applied, or given up |
 //! | `TXDONE`, `TXFAILED` | owner → home | the transaction ran, or did not |
 //! | `TXFENCE`, `TXFENCED` | owner ↔ followers | a transaction without new holdings, agreed |
+//! | `LOCKLIST`, `LOCKLISTED` | any agent ↔ owners | the queues of the objects it owns ([`view`]) |
 
 use std::time::Duration;
 
 mod tickets;
 mod tx;
+pub(crate) mod view;
 
 pub(crate) use tickets::{Part, ReportBegin, Tickets};
 use tickets::{part, put_part};
 pub(crate) use tx::{MAX_TX_ITEMS, TxDone, TxReq};
 use tx::{bits, numbers, put_numbers, put_tx_head, statements, tx_sets};
+pub(crate) use view::{ListEntry, ListReq, Listed};
 
 use super::Id;
 use super::ids;
@@ -60,6 +63,8 @@ pub(crate) enum Role {
     Leader,
     /// The agent a request came from.
     Home,
+    /// A client's `LISTTICKETS`: the owners' queues, asked and answered.
+    View,
 }
 
 /// A ticket of the leaders' tables: the request `req` of agent `home` on
@@ -219,6 +224,10 @@ pub(crate) enum PeerMsg {
         req: u64,
         ok: bool,
     },
+    /// Which tickets the receiver owns, for a `LISTTICKETS`.
+    List(ListReq),
+    /// The answer to it.
+    Listed(Listed),
 }
 
 impl PeerMsg {
@@ -244,6 +253,7 @@ impl PeerMsg {
             | PeerMsg::Waiting { .. }
             | PeerMsg::TxDone(_)
             | PeerMsg::TxFailed { .. } => Role::Home,
+            PeerMsg::List(_) | PeerMsg::Listed(_) => Role::View,
         }
     }
 
@@ -263,6 +273,8 @@ impl PeerMsg {
             PeerMsg::Lock(l) => Some(l.epoch),
             PeerMsg::Tx(t) => Some(t.epoch),
             PeerMsg::TxDone(d) => Some(d.epoch),
+            PeerMsg::List(r) => Some(r.epoch),
+            PeerMsg::Listed(l) => Some(l.epoch),
             PeerMsg::AddTicket { at, .. }
             | PeerMsg::ActivateLock { at, .. }
             | PeerMsg::LockActivated { at, .. }
@@ -298,6 +310,8 @@ impl PeerMsg {
             PeerMsg::TxAck { .. } => "TXACK",
             PeerMsg::TxFence { .. } => "TXFENCE",
             PeerMsg::TxFenced { .. } => "TXFENCED",
+            PeerMsg::List(_) => "LOCKLIST",
+            PeerMsg::Listed(_) => "LOCKLISTED",
         }
     }
 
@@ -466,6 +480,8 @@ impl PeerMsg {
                 req: num(m, "req")?,
                 ok: m.get("ok") == Some(b"true"),
             },
+            "LOCKLIST" => PeerMsg::List(view::parse_req(m)?),
+            "LOCKLISTED" => PeerMsg::Listed(view::parse_listed(m)?),
             _ => return Ok(None),
         };
         Ok(Some(msg))
@@ -646,6 +662,8 @@ impl PeerMsg {
                 m.set_u64("fence", fence);
                 m.set("ok", if ok { "true" } else { "false" });
             }
+            PeerMsg::List(r) => view::put_req(&mut m, r),
+            PeerMsg::Listed(l) => view::put_listed(&mut m, l),
         }
         m
     }

@@ -225,6 +225,51 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             fence: 1 << 41,
             ok: true,
         },
+        PeerMsg::List(ListReq {
+            epoch: 7,
+            serial: 3,
+            object: None,
+        }),
+        PeerMsg::List(ListReq {
+            epoch: 7,
+            serial: 4,
+            object: Some(b"a;b \"c\"\\d".to_vec()),
+        }),
+        PeerMsg::Listed(Listed {
+            epoch: 7,
+            serial: 4,
+            ready: true,
+            more: true,
+            entries: vec![
+                ListEntry {
+                    object: b"a;b 1:\"c\"\\d".to_vec(),
+                    number: 3,
+                    position: 0,
+                    fence: 1 << 41,
+                    since_us: 1_700_000_000_250_000,
+                    mode: Mode::Shared,
+                    agent: "alpha".to_owned(),
+                    key: "alpha/12".to_owned(),
+                },
+                ListEntry {
+                    object: Vec::new(),
+                    number: 4,
+                    position: 2,
+                    fence: 0,
+                    since_us: 0,
+                    mode: Mode::Counted,
+                    agent: "beta".to_owned(),
+                    key: "beta/1 2:x".to_owned(),
+                },
+            ],
+        }),
+        PeerMsg::Listed(Listed {
+            epoch: 7,
+            serial: 5,
+            ready: false,
+            more: false,
+            entries: Vec::new(),
+        }),
     ];
     all.extend(
         parts
@@ -255,6 +300,7 @@ fn each_role_gets_its_own_messages() {
             "LOCKED" | "LOCKFAILED" | "HASTICKET" | "LOCKWAITING" | "TXDONE" | "TXFAILED" => {
                 Role::Home
             }
+            "LOCKLIST" | "LOCKLISTED" => Role::View,
             _ => Role::Leader,
         };
         assert_eq!(role, want, "{command}");
@@ -315,10 +361,74 @@ fn a_missing_or_bad_field_is_named() {
             "LOCKTICKETS epoch=1;part=begin;prev_epoch=1;ready_epoch=1",
             "floor",
         ),
+        ("LOCKLIST epoch=1", "serial"),
+        ("LOCKLISTED epoch=1;serial=2;more=x", "more"),
+        // A record cut short, a length past the end, a bad mode, a waiter
+        // with a fence, a holder without, trailing bytes, a bad number.
+        (
+            "LOCKLISTED epoch=1;serial=2;tickets=1 0 5 0 x 1:a",
+            "tickets",
+        ),
+        (
+            "LOCKLISTED epoch=1;serial=2;tickets=1 0 5 0 x 1:a1:n9:k",
+            "tickets",
+        ),
+        (
+            "LOCKLISTED epoch=1;serial=2;tickets=1 0 5 0 q 1:a1:n1:k",
+            "tickets",
+        ),
+        (
+            "LOCKLISTED epoch=1;serial=2;tickets=1 1 5 0 x 1:a1:n1:k",
+            "tickets",
+        ),
+        (
+            "LOCKLISTED epoch=1;serial=2;tickets=1 0 0 0 x 1:a1:n1:k",
+            "tickets",
+        ),
+        (
+            "LOCKLISTED epoch=1;serial=2;tickets=1 0 5 0 x 1:a1:n1:kz",
+            "tickets",
+        ),
+        (
+            "LOCKLISTED epoch=1;serial=2;tickets=1 0 5 -1 x 1:a1:n1:k",
+            "tickets",
+        ),
     ];
     for (line, field) in cases {
         assert_eq!(read(line), Err(BadField(field)), "{line}");
     }
+}
+
+#[test]
+fn a_list_answer_of_more_than_its_bound_is_refused() {
+    let e = ListEntry {
+        object: b"o".to_vec(),
+        number: 1,
+        position: 1,
+        fence: 0,
+        since_us: 0,
+        mode: Mode::Exclusive,
+        agent: "n".to_owned(),
+        key: "n/1".to_owned(),
+    };
+    let mut records = Vec::new();
+    for _ in 0..=view::LIST_ENTRIES {
+        e.encode(&mut records);
+    }
+    let mut m = Message::new("LOCKLISTED")
+        .with("epoch", "1")
+        .with("serial", "1");
+    m.set_owned("tickets", records);
+    assert_eq!(PeerMsg::parse(&mut m), Err(BadField("tickets")));
+}
+
+#[test]
+fn a_list_answer_with_a_key_not_in_utf8_is_refused() {
+    let mut m = Message::new("LOCKLISTED")
+        .with("epoch", "1")
+        .with("serial", "1");
+    m.set_owned("tickets", b"1 0 5 0 x 1:a1:n1:\xff".to_vec());
+    assert_eq!(PeerMsg::parse(&mut m), Err(BadField("tickets")));
 }
 
 #[test]
@@ -343,4 +453,33 @@ fn a_refusal_keeps_only_the_protocols_errors() {
         (error, description.as_str()),
         ("unavailable", "refused by the leaders")
     );
+}
+
+#[test]
+fn every_cut_or_changed_byte_of_a_list_answer_is_read_or_refused() {
+    let good = b"1 0 1048576 1700000000000000 x 1:a5:node27:node2/72 1 0 0 s 3:b;c5:node37:node3/1";
+    for cut in 0..=good.len() {
+        let mut m = Message::new("LOCKLISTED")
+            .with("epoch", "1")
+            .with("serial", "1");
+        m.set_owned("tickets", good[..cut].to_vec());
+        let read = PeerMsg::parse(&mut m);
+        if cut == good.len() {
+            let Ok(Some(PeerMsg::Listed(l))) = read else {
+                panic!("the whole answer reads: {read:?}")
+            };
+            assert_eq!(l.entries.len(), 2);
+        }
+    }
+    for at in 0..good.len() {
+        for b in [b' ', b':', b'0', b'9', b'x', 0xff] {
+            let mut changed = good.to_vec();
+            changed[at] = b;
+            let mut m = Message::new("LOCKLISTED")
+                .with("epoch", "1")
+                .with("serial", "1");
+            m.set_owned("tickets", changed);
+            let _ = PeerMsg::parse(&mut m);
+        }
+    }
 }

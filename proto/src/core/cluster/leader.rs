@@ -173,7 +173,9 @@ impl Core {
             | PeerMsg::Ping { .. }
             | PeerMsg::Pong(_)
             | PeerMsg::Leaders { .. }
-            | PeerMsg::Tickets { .. } => Ok(()),
+            | PeerMsg::Tickets { .. }
+            | PeerMsg::List(_)
+            | PeerMsg::Listed(_) => Ok(()),
         }
     }
 
@@ -254,6 +256,7 @@ impl Core {
                 kind,
                 state: LeaderState::Waiting,
                 has_ticket,
+                since: None,
             },
         );
         self.cluster
@@ -529,6 +532,7 @@ impl Core {
         match ballot.tally(all, majority, acting, plant) {
             Tally::Grant => {
                 t.state = LeaderState::Held { fence };
+                t.since = std::num::NonZeroU64::new(now.mono.as_micros());
                 if t.kind.mode.is_shared() {
                     o.last_shared_grant = Some(now.mono);
                 }

@@ -178,6 +178,10 @@ impl Core {
                 _ => Ok(()),
             },
             Role::Leader | Role::Home => self.on_lock_message(now, from, m),
+            Role::View => {
+                self.on_view_message(now, from, m);
+                Ok(())
+            }
         }
     }
 

@@ -14,6 +14,7 @@ mod progress;
 mod status;
 mod tx;
 mod txhome;
+mod view;
 mod vouch;
 
 pub(crate) use links::To;

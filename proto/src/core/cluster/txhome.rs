@@ -226,6 +226,7 @@ impl Core {
                 unlock_duration: Duration::ZERO,
                 detach: false,
                 try_once: false,
+                granted: None,
                 state: State::Held {
                     fence: d.fence,
                     lease_end,

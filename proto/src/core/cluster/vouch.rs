@@ -464,6 +464,7 @@ mod tests {
             unlock_duration: std::time::Duration::ZERO,
             detach: false,
             try_once: false,
+            granted: None,
             state: State::Held {
                 fence: 1,
                 lease_end: at(700),
