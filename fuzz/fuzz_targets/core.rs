@@ -105,6 +105,8 @@ fuzz_target!(|data: &[u8]| {
                     pid: Some(7),
                     uid: Some(u32::from(op) % 2),
                     gid: None,
+                    // Some clients in one of two cgroups, for `owner=cgroup`.
+                    cgroup: [None, Some(1), Some(2)][usize::from(op >> 4) % 3],
                 },
             },
             1 => Input::ClientClosed { client },
@@ -189,7 +191,10 @@ fuzz_target!(|data: &[u8]| {
 /// tag) is granted or refused at most once.
 fn drain(core: &mut Core, open: &BTreeSet<u64>, outcomes: &mut BTreeMap<u64, &'static str>) {
     while let Some(out) = core.poll_output() {
-        if matches!(out, Output::Persist(_)) {
+        if matches!(
+            out,
+            Output::Persist(_) | Output::WatchUnit { .. } | Output::UnwatchUnit { .. }
+        ) {
             continue;
         }
         let (Output::Reply { client, .. } | Output::Close { client }) = &out else {

@@ -8,6 +8,7 @@ mod client;
 mod cluster;
 mod trust;
 mod tx;
+pub mod unit;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -34,6 +35,11 @@ pub struct Credentials {
     pub uid: Option<u32>,
     /// The peer's group id.
     pub gid: Option<u32>,
+    /// The peer's cgroup (v2), as the inode number of its directory; `None`
+    /// where cgroup v2 is not available or the peer is in the root cgroup,
+    /// which never empties. Locks taken with `owner=cgroup` are kept until
+    /// it has no process left ([`Input::UnitEmpty`]).
+    pub cgroup: Option<u64>,
 }
 
 /// The core's configuration: plain data, checked by [`Config::validate`].
@@ -163,6 +169,13 @@ pub enum Input {
         /// The link.
         peer: PeerId,
     },
+    /// A cgroup watched since [`Output::WatchUnit`] has no process left,
+    /// is gone, or cannot be watched: the locks it owns are released. A
+    /// report about a cgroup no longer watched is ignored.
+    UnitEmpty {
+        /// The cgroup, as in [`Credentials::cgroup`].
+        unit: u64,
+    },
 }
 
 /// What the core asks the shell to do.
@@ -200,6 +213,25 @@ pub enum Output {
     /// each epoch change and each time the fences pass the last record's
     /// reservation, not at each grant.
     Persist(crate::cluster::Persisted),
+    /// Watch cgroup `unit` (its `cgroup.events`) and report
+    /// [`Input::UnitEmpty`] once it has no process left, at once if it has
+    /// none now, or if it cannot be watched (so that no lock is kept that
+    /// nothing would end but its lease). Asked when a lock with
+    /// `owner=cgroup` is first requested by one of its processes, on
+    /// `client`, whose credentials named it: the shell finds the cgroup's
+    /// directory from that connection. At most
+    /// [`MAX_UNITS`](crate::core::unit::MAX_UNITS) are watched at once.
+    WatchUnit {
+        /// The cgroup, as in [`Credentials::cgroup`].
+        unit: u64,
+        /// The connection that asked, still open in the shell.
+        client: ClientId,
+    },
+    /// Stop watching cgroup `unit`: it owns no lock any more.
+    UnwatchUnit {
+        /// The cgroup.
+        unit: u64,
+    },
 }
 
 /// A call the shell should not have made; the state is unchanged.
@@ -283,6 +315,8 @@ pub struct Core {
     pub(crate) space: crate::local::tx::Space,
     /// The agent's start and call rate, for the trust contract.
     pub(crate) trust: crate::local::trust::Trust,
+    /// The locks owned by cgroups (`owner=cgroup`).
+    pub(crate) units: unit::Units,
 }
 
 impl Core {
@@ -320,6 +354,7 @@ impl Core {
             cluster,
             space,
             trust: crate::local::trust::Trust::new(now.mono),
+            units: unit::Units::default(),
         };
         if !core.authority.is_cluster() {
             core.persist();
@@ -355,6 +390,10 @@ impl Core {
             Input::PeerUp { peer, name, addr } => self.peer_up(now, peer, name, addr),
             Input::PeerMessage { peer, msg } => self.peer_message(now, peer, msg),
             Input::PeerDown { peer } => self.peer_down(now, peer),
+            Input::UnitEmpty { unit } => {
+                self.unit_empty(now, unit);
+                Ok(())
+            }
         }?;
         self.drain_local(now);
         Ok(())
@@ -539,6 +578,7 @@ impl Core {
     ) -> Option<table::Ticket> {
         let t = self.table.remove(name, id)?;
         self.forget_ticket(&t);
+        self.unit_forget(name, &t);
         if self.authority.is_cluster() {
             self.home_released(name, &t);
         }

@@ -50,6 +50,8 @@ pub struct LockRequest {
     pub try_once: bool,
     /// `detach=true`: survives the connection.
     pub detach: bool,
+    /// `owner=cgroup`: kept until the client's cgroup has no process left.
+    pub owner_unit: bool,
 }
 
 /// Reads the parts every object request has. On failure, returns the
@@ -208,6 +210,22 @@ pub fn decode_lock(
         Ok(b) => b,
         Err(()) => return fail(Refusal::invalid("detach must be true or false"), &target),
     };
+    let owner_unit = match msg.get("owner") {
+        None | Some(b"connection") => false,
+        Some(b"cgroup") => true,
+        Some(_) => {
+            return fail(
+                Refusal::invalid("owner must be connection or cgroup"),
+                &target,
+            );
+        }
+    };
+    if owner_unit && detach {
+        return fail(
+            Refusal::invalid("owner=cgroup and detach=true exclude each other"),
+            &target,
+        );
+    }
     Ok(LockRequest {
         target,
         deadline,
@@ -220,6 +238,7 @@ pub fn decode_lock(
         },
         try_once,
         detach,
+        owner_unit,
     })
 }
 

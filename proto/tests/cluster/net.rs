@@ -189,6 +189,10 @@ impl Net {
                 }
                 Output::PeerClose { peer } => self.break_link(i, peer.0),
                 Output::Persist(record) => self.disks[i] = record,
+                // Its clients have no cgroup: `owner=cgroup` is refused.
+                Output::WatchUnit { .. } | Output::UnwatchUnit { .. } => {
+                    panic!("a client without a cgroup owns a lock by unit: {out:?}")
+                }
             }
         }
     }
@@ -274,6 +278,7 @@ impl Net {
             pid: Some(1000 + c as u32),
             uid: Some(0),
             gid: Some(0),
+            cgroup: None,
         };
         self.input(
             i,
