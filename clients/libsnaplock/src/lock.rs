@@ -107,6 +107,7 @@ impl snaplock_lock_options {
             policy,
             try_once: self.try_once,
             detach: self.detach,
+            owner_cgroup: false,
             pid: (self.pid > 0).then_some(self.pid),
             // The contract and the counted mode are in
             // `snaplock_lock_extra`: growing this struct would change the ABI.
