@@ -343,8 +343,7 @@ impl Core {
                     // it released a detached lock that it did not name.
                     return Err(Refusal::new(
                         "invalid",
-                        "a detached lock (detach=true or owner=cgroup) is named by the pid it was \
-                         taken with: give pid",
+                        "a detached lock is named by the pid it was taken with: give pid",
                     ));
                 }
                 if own.next().is_some() {

@@ -5,6 +5,7 @@
 mod net;
 mod status;
 mod tx;
+mod unit;
 mod waiters;
 
 use net::Net;
