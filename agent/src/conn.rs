@@ -71,6 +71,9 @@ pub struct Conn {
     pub lingering: bool,
     /// The peer shut its side down (or vanished): read until EOF.
     pub eof_pending: bool,
+    /// The directory of the peer's cgroup, when the core knows it
+    /// (`Credentials::cgroup`): what is watched if it owns a lock.
+    pub cgroup_dir: Option<std::path::PathBuf>,
     writable: WriteInterest,
 }
 
@@ -93,6 +96,7 @@ impl Conn {
             held: 0,
             lingering: false,
             eof_pending: false,
+            cgroup_dir: None,
             writable: WriteInterest(false),
         }
     }

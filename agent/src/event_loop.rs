@@ -41,6 +41,7 @@ use crate::notify::Notifier;
 use crate::peers::{self, Peers};
 use crate::signals::{self, Signals};
 use crate::state::{self, StateFile};
+use crate::units::{self, Units};
 use crate::{AgentError, AgentHandle, Control};
 
 mod clients;
@@ -147,6 +148,11 @@ pub(crate) struct EventLoop {
     /// The record of epoch and fences, when kept ([`crate::state`]).
     state: Option<StateFile>,
     persist_errors: RateLimit,
+    /// Clients' cgroups and their watches, where cgroup v2 is available
+    /// ([`crate::units`]).
+    units: Option<Units>,
+    /// Cgroups found empty, to tell the core.
+    empty_units: Vec<u64>,
 }
 
 impl EventLoop {
@@ -260,6 +266,7 @@ impl EventLoop {
             );
         }
         let server_name = cfg.core.server_name.clone();
+        let units = Units::new(poll.registry());
         Ok(EventLoop {
             poll,
             core: Core::new(cfg.core, clock.now()),
@@ -299,6 +306,8 @@ impl EventLoop {
             busy_poll: cfg.busy_poll,
             last_busy: None,
             peers,
+            units,
+            empty_units: Vec::new(),
         })
     }
 
@@ -340,6 +349,7 @@ impl EventLoop {
                     LISTENER | COMMUNICATOR => self.accept(now),
                     SIGNALS => self.read_signals(now),
                     WAKER => {}
+                    units::TOKEN => self.read_units(now),
                     peers::LISTENER => self.peers.accept(self.poll.registry(), now),
                     metrics_http::LISTENER => {
                         if let Some(m) = self.metrics.as_mut() {
@@ -360,6 +370,9 @@ impl EventLoop {
             }
             if self.stop_deadline.is_none() && self.handle.stop_requested() {
                 self.begin_stop(now, "stop requested");
+            }
+            if self.units.as_ref().is_some_and(|u| u.more) {
+                self.read_units(now);
             }
             self.resume(now);
             self.peers.handle_timeout(self.poll.registry(), now);
@@ -395,6 +408,7 @@ impl EventLoop {
                 .metrics
                 .as_ref()
                 .is_some_and(MetricsServer::accept_again)
+            || self.units.as_ref().is_some_and(|u| u.more)
         {
             return Some(Duration::ZERO);
         }
@@ -439,6 +453,13 @@ impl EventLoop {
     fn drain(&mut self, now: Now) {
         loop {
             self.route_outputs(now);
+            if let Some(unit) = self.empty_units.pop() {
+                if let Err(e) = self.core.handle_input(now, Input::UnitEmpty { unit }) {
+                    log::error!("the core refused a cgroup's end (a bug in snaplockd): {e}");
+                    debug_assert!(false, "the core refused a cgroup's end: {e}");
+                }
+                continue;
+            }
             let Some(input) = self.peers.next_input() else {
                 return;
             };
@@ -459,7 +480,38 @@ impl EventLoop {
                 }
                 Output::PeerClose { peer } => self.peers.close(self.poll.registry(), now, peer),
                 Output::Persist(record) => self.persist(now, &record),
+                Output::WatchUnit { unit, client } => self.watch_unit(now, unit, client.0),
+                Output::UnwatchUnit { unit } => {
+                    if let Some(units) = self.units.as_mut() {
+                        units.unwatch(unit);
+                    }
+                }
             }
+        }
+    }
+
+    /// Watches `unit` as the core asks, by the directory `client` was in;
+    /// one that is empty already, or cannot be watched, is reported empty.
+    fn watch_unit(&mut self, now: Now, unit: u64, client: u64) {
+        let dir = self
+            .conns
+            .get(&client)
+            .and_then(|c| c.cgroup_dir.as_deref());
+        let empty = match self.units.as_mut() {
+            Some(units) => units.watch(now.mono, unit, dir),
+            None => true, // cannot be: no cgroup is known without them
+        };
+        if empty {
+            self.empty_units.push(unit);
+        }
+    }
+
+    /// What inotify says about the watched cgroups.
+    fn read_units(&mut self, now: Now) {
+        if let Some(units) = self.units.as_mut() {
+            let empty = units.read(now.mono);
+            self.empty_units.extend(empty);
+            self.drain(now);
         }
     }
 

@@ -42,6 +42,7 @@ pub mod secret;
 pub mod signals;
 pub mod state;
 pub mod stream;
+pub mod units;
 
 pub use config::{AgentConfig, ConfigError};
 

@@ -72,6 +72,9 @@ fn request(b: &mut Bytes<'_>, now: u64, tag: u64) -> Option<Message> {
     if flags & 32 != 0 {
         msg.set("detach", "true");
     }
+    if flags & 128 != 0 {
+        msg.set("owner", "cgroup");
+    }
     if flags & 64 != 0 {
         let ahead = u64::from(b.byte()?) * 50_000;
         msg.set("timeout", wall((now + ahead).saturating_sub(1_000_000)));
@@ -105,7 +108,13 @@ fuzz_target!(|data: &[u8]| {
                     pid: Some(7),
                     uid: Some(u32::from(op) % 2),
                     gid: None,
+                    // Some clients in one of two cgroups, for `owner=cgroup`.
+                    cgroup: [None, Some(1), Some(2)][usize::from(op >> 4) % 3],
                 },
+            },
+            // The shell reports one of the two cgroups empty, watched or not.
+            1 if op & 0x80 != 0 => Input::UnitEmpty {
+                unit: 1 + u64::from(op >> 4 & 1),
             },
             1 => Input::ClientClosed { client },
             2..=4 => {
@@ -178,6 +187,7 @@ fuzz_target!(|data: &[u8]| {
             }
             // This target drives one computer: no peer inputs.
             (Input::PeerUp { .. } | Input::PeerMessage { .. } | Input::PeerDown { .. }, _) => {}
+            (Input::UnitEmpty { .. }, Ok(())) => {}
         }
         drain(&mut core, &open, &mut outcomes);
         core.handle_timeout(now_of(now));
@@ -189,7 +199,10 @@ fuzz_target!(|data: &[u8]| {
 /// tag) is granted or refused at most once.
 fn drain(core: &mut Core, open: &BTreeSet<u64>, outcomes: &mut BTreeMap<u64, &'static str>) {
     while let Some(out) = core.poll_output() {
-        if matches!(out, Output::Persist(_)) {
+        if matches!(
+            out,
+            Output::Persist(_) | Output::WatchUnit { .. } | Output::UnwatchUnit { .. }
+        ) {
             continue;
         }
         let (Output::Reply { client, .. } | Output::Close { client }) = &out else {

@@ -238,6 +238,9 @@ fn drain(core: &mut Core, open: &BTreeSet<u64>, up: &BTreeSet<u64>, ids: &mut Ve
                 assert!(up.contains(&peer.0), "closing a link that is down: {out:?}");
             }
             Output::Persist(_) => {}
+            Output::WatchUnit { .. } | Output::UnwatchUnit { .. } => {
+                panic!("a client without a cgroup owns a lock by unit: {out:?}")
+            }
         }
     }
 }

@@ -47,6 +47,7 @@ fn core_with(acl: Option<Acl>) -> Core {
             pid: Some(100),
             uid,
             gid: uid,
+            cgroup: None,
         };
         core.handle_input(now(), Input::ClientOpened { client, cred })
             .unwrap();

@@ -65,6 +65,8 @@ fn render_output(out: &Output) -> String {
         // One computer: there are no peers.
         Output::PeerSend { peer, .. } | Output::PeerClose { peer } => format!("peer {}", peer.0),
         Output::Persist(record) => format!("persist {record}"),
+        Output::WatchUnit { unit, client } => format!("watch unit {unit} of {}", client.0),
+        Output::UnwatchUnit { unit } => format!("unwatch unit {unit}"),
     }
 }
 

@@ -153,13 +153,21 @@ impl EventLoop {
     fn open(&mut self, now: Now, stream: Stream, from: Option<SocketAddr>) {
         let id = self.next_id;
         self.next_id += 1;
+        let mut cgroup = None;
         let cred = match &stream {
             Stream::Unix(s) => match getsockopt(s, PeerCredentials) {
-                Ok(c) => Credentials {
-                    pid: u32::try_from(c.pid()).ok(),
-                    uid: Some(c.uid()),
-                    gid: Some(c.gid()),
-                },
+                Ok(c) => {
+                    let pid = u32::try_from(c.pid()).ok();
+                    // Read now, while the client most likely still runs;
+                    // one that is gone has no cgroup to own a lock.
+                    cgroup = pid.zip(self.units.as_ref()).and_then(|(p, u)| u.of_pid(p));
+                    Credentials {
+                        pid,
+                        uid: Some(c.uid()),
+                        gid: Some(c.gid()),
+                        cgroup: cgroup.as_ref().map(|g| g.inode),
+                    }
+                }
                 Err(e) => {
                     log::debug!("client {id}: no peer credentials: {e}");
                     Credentials::default()
@@ -174,6 +182,7 @@ impl EventLoop {
             }
         };
         let mut conn = Conn::new(stream, self.max_line);
+        conn.cgroup_dir = cgroup.map(|g| g.dir);
         if let Some(from) = from {
             log::debug!("client {id}: snapcommunicator session from {from}");
             conn.session = Some(Box::new(Session::new(&self.server_name)));

@@ -9,9 +9,9 @@
 mod common;
 mod harness;
 mod metrics;
+mod progress;
 #[path = "../common/prometheus.rs"]
 mod prometheus;
-mod progress;
 mod silence;
 mod status;
 mod transactions;

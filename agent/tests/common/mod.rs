@@ -111,6 +111,11 @@ impl Client {
     pub fn connect(path: &Path) -> Client {
         let stream =
             UnixStream::connect(path).unwrap_or_else(|e| panic!("connect {}: {e}", path.display()));
+        Client::from_stream(stream)
+    }
+
+    /// A client on a connected stream.
+    pub fn from_stream(stream: UnixStream) -> Client {
         stream.set_read_timeout(Some(WAIT)).unwrap();
         stream.set_write_timeout(Some(WAIT)).unwrap();
         let reader = BufReader::new(stream.try_clone().unwrap());

@@ -17,8 +17,8 @@ Usage: snaplock-cli [--socket PATH] COMMAND [ARGS...]
 Take cluster-wide named locks from the local snaplock agent (snaplockd).
 
 Commands:
-  lock [-w SECS] [-d SECS] [-n] [-v] [-s|-x|--counted N] [-E CODE] NAME [--] COMMAND [ARGS...]
-  lock [-w SECS] [-d SECS] [-n] [-v] [-s|-x|--counted N] [-E CODE] NAME -c SHELL-COMMAND
+  lock [-w SECS] [-d SECS] [-n] [-v] [-s|-x|--counted N] [--unit] [-E CODE] NAME [--] COMMAND [ARGS...]
+  lock [-w SECS] [-d SECS] [-n] [-v] [-s|-x|--counted N] [--unit] [-E CODE] NAME -c SHELL-COMMAND
       Lock NAME, run COMMAND while holding it, unlock when it exits, and exit
       with its status. COMMAND runs in its own process group, and the lock is
       held until every process of that group has ended. COMMAND gets
@@ -47,6 +47,13 @@ Commands:
                             SECS (decimals allowed; 0 to 315360000; exit 69)
       --min-trust X         refuse to lock unless the agent's trust is at
                             least X (0 to 1; exit 69); see snaplock(7), TRUST
+      --unit                the lock belongs to the cgroup snaplock-cli runs
+                            in (a systemd unit or scope; owner=cgroup): if
+                            snaplock-cli and its guard are killed, it stays
+                            held while any process of the unit runs, until
+                            its lease ends; it ends once the unit has no
+                            process left. Without cgroup v2, or in the root
+                            cgroup, the lock is refused (exit 70)
       -c, --command SHELL-COMMAND
                             run SHELL-COMMAND with sh -c
       -E, --conflict-exit-code CODE
@@ -197,7 +204,7 @@ pub struct TxArgs {
 /// Most statements in one transaction (snaplock(7)).
 pub const MAX_STATEMENTS: usize = 32;
 
-/// `lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [-E CODE] NAME [--] COMMAND [ARGS...]`,
+/// `lock [-w SECS] [-d SECS] [-n] [-s|-x|--counted N] [--unit] [-E CODE] NAME [--] COMMAND [ARGS...]`,
 /// or `... NAME -c SHELL-COMMAND`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockArgs {
@@ -218,6 +225,9 @@ pub struct LockArgs {
     /// `--min-trust X`: the agent's trust must be at least this, in
     /// millionths.
     pub min_trust: Option<u32>,
+    /// `--unit`: the lock is owned by snaplock-cli's cgroup
+    /// (`owner=cgroup`), and outlives snaplock-cli while that unit runs.
+    pub unit: bool,
     /// `-E`: exit status on conflict or timeout.
     pub conflict_code: u8,
     /// `-v`: say on stderr where the request is in line while it waits.
@@ -296,6 +306,11 @@ pub fn lock_opts() -> Options {
         "min-trust",
         "refuse unless the agent's trust is at least X",
         "X",
+    );
+    opts.optflag(
+        "",
+        "unit",
+        "the lock belongs to snaplock-cli's cgroup (owner=cgroup)",
     );
     opts.optopt(
         "c",
@@ -605,6 +620,7 @@ fn parse_lock(args: &[OsString]) -> Result<Action, UsageError> {
         counted,
         min_uptime,
         min_trust,
+        unit: m.opt_present("unit"),
         conflict_code,
         verbose: m.opt_present("verbose"),
         command,

@@ -35,7 +35,19 @@ fn lock_has_flock_like_defaults() {
     assert_eq!(l.counted, None);
     assert_eq!((l.min_uptime, l.min_trust), (None, None));
     assert_eq!(l.conflict_code, 1);
+    assert!(!l.unit, "a lock belongs to its connection unless --unit");
     assert_eq!(l.command, os(&["true"]));
+}
+
+#[test]
+fn unit_is_a_flag_before_the_name_and_the_command_keeps_its_own() {
+    let l = lock(&["lock", "--unit", "backup", "--", "tar", "--unit"]);
+    assert!(l.unit);
+    assert_eq!(l.name, b"backup");
+    assert_eq!(l.command, os(&["tar", "--unit"]));
+    let l = lock(&["lock", "backup", "--unit"]);
+    assert!(!l.unit, "after NAME it is the command");
+    assert_eq!(l.command, os(&["--unit"]));
 }
 
 #[test]

@@ -156,6 +156,7 @@ pub fn lock_and_run(client: &mut Client, args: &LockArgs) -> u8 {
         try_once: args.try_once,
         min_uptime: args.min_uptime,
         min_trust: args.min_trust,
+        owner_cgroup: args.unit,
         ..LockOptions::default()
     };
     let name = String::from_utf8_lossy(&args.name).into_owned();

@@ -35,6 +35,12 @@ pub struct LockOptions {
     /// The lock outlives this connection (`detach=true`); it then ends by
     /// `UNLOCK` with the same `pid`, or at expiry.
     pub detach: bool,
+    /// The lock is owned by this process's cgroup (`owner=cgroup`): once
+    /// held, it outlives this connection until the cgroup (a systemd unit
+    /// or scope) has no process left, or its lease ends. Refused
+    /// (`error=invalid`) where the agent cannot see cgroup v2 and with
+    /// [`detach`](Self::detach).
+    pub owner_cgroup: bool,
     /// The requester's id; the lock's key is `<server_name>/<pid>`.
     pub pid: Option<u64>,
     /// The agent tells the request's place in line while it waits
@@ -91,6 +97,9 @@ impl LockOptions {
         }
         if self.progress {
             msg.set("progress", "true");
+        }
+        if self.owner_cgroup {
+            msg.set("owner", "cgroup");
         }
         if let Some(pid) = self.pid {
             msg.set_u64("pid", pid);

@@ -437,6 +437,19 @@ fn a_trust_contract_is_written_only_when_given() {
 }
 
 #[test]
+fn owner_cgroup_is_written_only_when_asked() {
+    let opts = LockOptions {
+        owner_cgroup: true,
+        ..LockOptions::default()
+    };
+    let msg = opts.to_message(b"db", 1, UnixTime(10_000_000));
+    assert_eq!(msg.get_str("owner"), Some("cgroup"));
+    assert_eq!(msg.get("detach"), None);
+    let msg = LockOptions::default().to_message(b"db", 1, UnixTime(10_000_000));
+    assert_eq!(msg.get("owner"), None);
+}
+
+#[test]
 fn vouched_for_reads_valid_for_from_the_answer_to_its_alive() {
     let (mut client, agent) = with_fake_agent(|a| {
         let req = a.read();

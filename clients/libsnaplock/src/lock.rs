@@ -107,6 +107,7 @@ impl snaplock_lock_options {
             policy,
             try_once: self.try_once,
             detach: self.detach,
+            owner_cgroup: false,
             pid: (self.pid > 0).then_some(self.pid),
             // Never asked: no LOCKWAITING comes, and one would be kept
             // as an event, never taken for the answer.

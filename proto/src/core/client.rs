@@ -92,9 +92,10 @@ impl Core {
                 continue;
             };
             let t = &mut object.tickets[pos];
-            if t.detach && t.state.is_held() {
-                // A detached lock outlives its connection; it
-                // ends by UNLOCK with its key or at expiry.
+            if t.outlives_connection() && t.state.is_held() {
+                // A detached lock (or one its cgroup owns) outlives its
+                // connection; it ends by UNLOCK with its key, at expiry
+                // (or when its cgroup empties).
                 t.owner = None;
                 continue;
             }
@@ -242,6 +243,28 @@ impl Core {
             let why = Refusal::new("overflow", "the agent holds its maximum number of tickets");
             return self.refuse(client, &req.target, Some(&key), &why);
         }
+        let unit = if req.owner_unit {
+            let Some(unit) = self.clients[&client].cred.cgroup else {
+                let why = Refusal::invalid(
+                    "owner=cgroup needs cgroup v2 and a client in a cgroup other than the root \
+                     (a systemd unit or scope), known when it connected",
+                );
+                return self.refuse(client, &req.target, Some(&key), &why);
+            };
+            if self.units.full_for(unit) {
+                let why = Refusal::new(
+                    "overflow",
+                    format!(
+                        "the agent already watches {} cgroups",
+                        super::unit::MAX_UNITS
+                    ),
+                );
+                return self.refuse(client, &req.target, Some(&key), &why);
+            }
+            Some(unit)
+        } else {
+            None
+        };
         if req.try_once && self.authority.is_cluster() {
             // Never waits: when nothing could grant it now (no leaders or
             // no contact, its owner not acting, a lock-delay), it says so
@@ -264,6 +287,7 @@ impl Core {
             duration: req.duration,
             unlock_duration: req.unlock_duration,
             detach: req.detach,
+            unit,
             try_once: req.try_once,
             granted: None,
             state: State::Waiting { deadline },
@@ -277,6 +301,9 @@ impl Core {
             .insert(id, name.clone());
         if req.progress && !req.try_once {
             self.progress_watch(&name, id);
+        }
+        if let Some(unit) = unit {
+            self.unit_bound(unit, client, &name, id);
         }
         if self.authority.is_cluster() {
             // The owner leader decides, `busy` included.
@@ -317,7 +344,12 @@ impl Core {
                 let mut own = object.tickets.iter().filter(|t| t.owner == Some(client));
                 let first = own.next();
                 let uid = self.clients.get(&client).and_then(|c| c.cred.uid);
-                if first.is_none() && object.tickets.iter().any(|t| t.detach && t.uid == uid) {
+                if first.is_none()
+                    && object
+                        .tickets
+                        .iter()
+                        .any(|t| t.outlives_connection() && t.uid == uid)
+                {
                     // Answering "UNLOCKED" here would let a script believe
                     // it released a detached lock that it did not name.
                     return Err(Refusal::new(
@@ -338,7 +370,7 @@ impl Core {
         // S5: only the holder's connection, or, for a detached lock, a
         // connection of the same uid with the same key.
         let same_uid = t.uid == self.clients.get(&client).and_then(|c| c.cred.uid);
-        if t.owner != Some(client) && !(t.detach && same_uid) {
+        if t.owner != Some(client) && !(t.outlives_connection() && same_uid) {
             return Err(Refusal::new(
                 "denied",
                 "this lock belongs to another connection",
@@ -504,9 +536,14 @@ impl Core {
                         )
                     }
                 };
+                let owner = if t.unit.is_some() {
+                    "  owner: cgroup"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     list,
-                    "ticket id: {}  object name: \"{}\"  key: {}  mode: {mode}  {when}",
+                    "ticket id: {}  object name: \"{}\"  key: {}  mode: {mode}  {when}{owner}",
                     t.number,
                     String::from_utf8_lossy(name).escape_debug(),
                     t.key,

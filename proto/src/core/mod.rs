@@ -10,6 +10,7 @@ mod metrics;
 mod progress;
 mod trust;
 mod tx;
+pub mod unit;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -36,6 +37,11 @@ pub struct Credentials {
     pub uid: Option<u32>,
     /// The peer's group id.
     pub gid: Option<u32>,
+    /// The peer's cgroup (v2), as the inode number of its directory; `None`
+    /// where cgroup v2 is not available or the peer is in the root cgroup,
+    /// which never empties. Locks taken with `owner=cgroup` are kept until
+    /// it has no process left ([`Input::UnitEmpty`]).
+    pub cgroup: Option<u64>,
 }
 
 /// The core's configuration: plain data, checked by [`Config::validate`].
@@ -173,6 +179,13 @@ pub enum Input {
         /// The link.
         peer: PeerId,
     },
+    /// A cgroup watched since [`Output::WatchUnit`] has no process left,
+    /// is gone, or cannot be watched: the locks it owns are released. A
+    /// report about a cgroup no longer watched is ignored.
+    UnitEmpty {
+        /// The cgroup, as in [`Credentials::cgroup`].
+        unit: u64,
+    },
 }
 
 /// What the core asks the shell to do.
@@ -210,6 +223,25 @@ pub enum Output {
     /// each epoch change and each time the fences pass the last record's
     /// reservation, not at each grant.
     Persist(crate::cluster::Persisted),
+    /// Watch cgroup `unit` (its `cgroup.events`) and report
+    /// [`Input::UnitEmpty`] once it has no process left, at once if it has
+    /// none now, or if it cannot be watched (so that no lock is kept that
+    /// nothing would end but its lease). Asked when a lock with
+    /// `owner=cgroup` is first requested by one of its processes, on
+    /// `client`, whose credentials named it: the shell finds the cgroup's
+    /// directory from that connection. At most
+    /// [`MAX_UNITS`](crate::core::unit::MAX_UNITS) are watched at once.
+    WatchUnit {
+        /// The cgroup, as in [`Credentials::cgroup`].
+        unit: u64,
+        /// The connection that asked, still open in the shell.
+        client: ClientId,
+    },
+    /// Stop watching cgroup `unit`: it owns no lock any more.
+    UnwatchUnit {
+        /// The cgroup.
+        unit: u64,
+    },
 }
 
 /// A call the shell should not have made; the state is unchanged.
@@ -297,6 +329,8 @@ pub struct Core {
     pub(crate) metrics: crate::metrics::Metrics,
     /// Waiting places and readiness told without asking again.
     progress: progress::Progress,
+    /// The locks owned by cgroups (`owner=cgroup`).
+    pub(crate) units: unit::Units,
 }
 
 impl Core {
@@ -337,6 +371,7 @@ impl Core {
             trust: crate::local::trust::Trust::new(now.mono),
             metrics,
             progress: progress::Progress::default(),
+            units: unit::Units::default(),
         };
         if !core.authority.is_cluster() {
             core.persist();
@@ -379,6 +414,10 @@ impl Core {
             Input::PeerUp { peer, name, addr } => self.peer_up(now, peer, name, addr),
             Input::PeerMessage { peer, msg } => self.peer_message(now, peer, msg),
             Input::PeerDown { peer } => self.peer_down(now, peer),
+            Input::UnitEmpty { unit } => {
+                self.unit_empty(now, unit);
+                Ok(())
+            }
         }?;
         if self.authority.is_cluster() {
             // Before its own messages are read: the owner's word to its
@@ -596,6 +635,7 @@ impl Core {
         }
         self.forget_ticket(&t);
         self.progress_left(name, id);
+        self.unit_forget(name, &t);
         if self.authority.is_cluster() {
             self.home_released(name, &t);
         }

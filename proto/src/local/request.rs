@@ -52,6 +52,8 @@ pub struct LockRequest {
     pub detach: bool,
     /// `progress=true`: told `LOCKWAITING` while it waits.
     pub progress: bool,
+    /// `owner=cgroup`: kept until the client's cgroup has no process left.
+    pub owner_unit: bool,
 }
 
 /// Reads the parts every object request has. On failure, returns the
@@ -214,6 +216,22 @@ pub fn decode_lock(
         Ok(b) => b,
         Err(()) => return fail(Refusal::invalid("progress must be true or false"), &target),
     };
+    let owner_unit = match msg.get("owner") {
+        None | Some(b"connection") => false,
+        Some(b"cgroup") => true,
+        Some(_) => {
+            return fail(
+                Refusal::invalid("owner must be connection or cgroup"),
+                &target,
+            );
+        }
+    };
+    if owner_unit && detach {
+        return fail(
+            Refusal::invalid("owner=cgroup and detach=true exclude each other"),
+            &target,
+        );
+    }
     Ok(LockRequest {
         target,
         deadline,
@@ -227,6 +245,7 @@ pub fn decode_lock(
         try_once,
         detach,
         progress,
+        owner_unit,
     })
 }
 

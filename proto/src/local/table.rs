@@ -87,6 +87,9 @@ pub struct Ticket {
     pub unlock_duration: Duration,
     /// Survives its connection.
     pub detach: bool,
+    /// `owner=cgroup`: the cgroup that owns it (survives its connection
+    /// once held, until that cgroup has no process left).
+    pub unit: Option<u64>,
     /// `try=true`: never waits.
     pub try_once: bool,
     /// When it was granted here, for `LISTTICKETS`; `None` while it
@@ -97,6 +100,15 @@ pub struct Ticket {
     /// When it was asked for; once held, when it was granted (for the
     /// wait and hold times of `METRICS`).
     pub since: Time,
+}
+
+impl Ticket {
+    /// Whether it stays held after its connection closes (`detach=true`,
+    /// or `owner=cgroup`), and may then be released by the same user
+    /// naming its pid.
+    pub fn outlives_connection(&self) -> bool {
+        self.detach || self.unit.is_some()
+    }
 }
 
 /// All tickets of one object.
@@ -325,6 +337,7 @@ mod tests {
                 duration: Duration::from_secs(60),
                 unlock_duration: Duration::ZERO,
                 detach: false,
+                unit: None,
                 try_once: false,
                 granted: None,
                 state: State::Held {

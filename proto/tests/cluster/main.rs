@@ -6,6 +6,7 @@ mod net;
 mod progress;
 mod status;
 mod tx;
+mod unit;
 mod view;
 mod waiters;
 

@@ -1,6 +1,6 @@
 //! N cores on a lossless network with a fixed one-way delay.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -42,6 +42,10 @@ pub struct Net {
     pub skew_ms: Vec<i64>,
     /// A bug planted in the cores made from now on.
     pub plant: Plant,
+    /// The cgroups each node watches (`Output::WatchUnit`), as (node, unit).
+    pub watched: BTreeSet<(usize, u64)>,
+    /// The cgroup the clients opened next are in.
+    cgroup: Option<u64>,
 }
 
 fn now_of(t: Time) -> Now {
@@ -79,6 +83,8 @@ impl Net {
             disks: vec![Persisted::default(); n],
             skew_ms,
             plant: Plant::None,
+            watched: BTreeSet::new(),
+            cgroup: None,
         };
         for i in 0..n {
             let core = net.make(i);
@@ -189,6 +195,12 @@ impl Net {
                 }
                 Output::PeerClose { peer } => self.break_link(i, peer.0),
                 Output::Persist(record) => self.disks[i] = record,
+                Output::WatchUnit { unit, .. } => {
+                    assert!(self.watched.insert((i, unit)), "watched twice: {unit}");
+                }
+                Output::UnwatchUnit { unit } => {
+                    self.watched.remove(&(i, unit));
+                }
             }
         }
     }
@@ -274,6 +286,7 @@ impl Net {
             pid: Some(1000 + c as u32),
             uid: Some(0),
             gid: Some(0),
+            cgroup: self.cgroup,
         };
         self.input(
             i,
@@ -284,6 +297,20 @@ impl Net {
             now_of(self.t),
         );
         c
+    }
+
+    /// [`open`](Self::open), from a process in cgroup `unit`.
+    pub fn open_in_cgroup(&mut self, i: usize, unit: u64) -> u64 {
+        self.cgroup = Some(unit);
+        let c = self.open(i);
+        self.cgroup = None;
+        c
+    }
+
+    /// Node `i`'s shell reports cgroup `unit` empty.
+    pub fn unit_empty(&mut self, i: usize, unit: u64) {
+        let now = now_of(self.t);
+        self.input(i, Input::UnitEmpty { unit }, now);
     }
 
     pub fn send(&mut self, c: u64, line: &str) {

@@ -393,6 +393,9 @@ impl World {
                 self.trace.num(peer.0);
                 self.log(|| format!("n{i} link {} down", peer.0));
             }
+            Input::UnitEmpty { unit } => {
+                unreachable!("n{i}: the simulator watches no cgroup, yet unit {unit} emptied")
+            }
         }
     }
 
@@ -469,6 +472,9 @@ impl World {
                 self.log(|| format!("n{i} keeps {record}"));
                 self.nodes[i].disk = record;
             }
+            Output::WatchUnit { .. } | Output::UnwatchUnit { .. } => {
+                unreachable!("n{i}: a client without a cgroup owns a lock by unit: {out:?}")
+            }
             Output::PeerClose { peer } => {
                 self.trace.bytes(b"peerclose");
                 self.trace.num(peer.0);
@@ -524,6 +530,9 @@ impl World {
             pid: Some(10_000 + uid),
             uid: Some(uid),
             gid: Some(uid),
+            // Simulated clients are in no cgroup: `owner=cgroup` is
+            // refused (`error=invalid`), so the core never asks to watch one.
+            cgroup: None,
         };
         self.at(
             self.now,

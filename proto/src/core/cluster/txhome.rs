@@ -225,6 +225,7 @@ impl Core {
                 duration: h.duration,
                 unlock_duration: Duration::ZERO,
                 detach: false,
+                unit: None,
                 try_once: false,
                 granted: None,
                 state: State::Held {

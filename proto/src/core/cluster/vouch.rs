@@ -463,6 +463,7 @@ mod tests {
             duration: std::time::Duration::from_secs(600),
             unlock_duration: std::time::Duration::ZERO,
             detach: false,
+            unit: None,
             try_once: false,
             granted: None,
             state: State::Held {

@@ -117,6 +117,8 @@ impl Driver {
             pid: Some(client.pid),
             uid: Some(client.uid),
             gid: None,
+            // No cgroup: the model's clients never own a lock by unit.
+            cgroup: None,
         };
         self.note(Event::Note(format!(
             "open {id} pid={} uid={}",
@@ -352,6 +354,11 @@ impl Driver {
                 Output::Persist(_) => {}
                 Output::PeerSend { .. } | Output::PeerClose { .. } => {
                     return Err(format!("one computer spoke to a peer: {out:?}"));
+                }
+                Output::WatchUnit { .. } | Output::UnwatchUnit { .. } => {
+                    return Err(format!(
+                        "a client without a cgroup owns a lock by unit: {out:?}"
+                    ));
                 }
                 Output::Reply { client, msg } => {
                     let tag: i64 = msg
