@@ -1,7 +1,7 @@
 //! Vouching as the core runs it: until when each owner vouches for this
 //! agent's locks, and revoking those it stopped vouching for.
 
-use crate::cluster::vouch::{Carried, CarriedLock};
+use crate::cluster::vouch::{Carried, CarriedLock, Via};
 use crate::core::Core;
 use crate::time::{Now, Time};
 use crate::vocab::{ObjectName, TicketId};
@@ -54,6 +54,9 @@ impl Core {
         // later than the lock's vouch.
         let built = self.cluster.home.carried.built_not_before(members, quorum);
         let before = std::mem::take(&mut self.cluster.home.carried.locks);
+        // The leaders of the epoch being left, once for every lock.
+        let leaders: std::sync::Arc<[crate::cluster::Id]> =
+            self.cluster.epoch.leaders.clone().into();
         for (name, o) in &self.table.objects {
             if !o.tickets.iter().any(|t| t.state.is_held()) {
                 continue;
@@ -68,10 +71,15 @@ impl Core {
                 let left_owner = (self.cluster.owner_index(name))
                     .map(|i| self.cluster.epoch.leaders[i].clone())
                     .filter(|o| entry.owner.as_ref() != Some(o))
-                    .filter(|o| !via.iter().any(|(v, _)| v == o));
-                if let Some(o) = left_owner {
-                    let from = self.via_start(&o, at, built, now);
-                    via.push((o, from));
+                    .filter(|o| !via.iter().any(|v| v.owner == *o));
+                if let Some(owner) = left_owner {
+                    let from = self.via_start(&owner, at, built, now);
+                    let leaders = leaders.clone();
+                    via.push(Via {
+                        owner,
+                        from,
+                        leaders,
+                    });
                 }
                 carried.push((
                     name.clone(),
@@ -186,8 +194,9 @@ impl Core {
     /// stopped acting there before it could drop the lock
     /// (`settle_window`); otherwise the lock ends with what the old owner
     /// vouched for. A lock carried through more epochs (`via`) also waits
-    /// until the owner of each epoch in between is the new owner or is
-    /// known to have stopped acting there in time (`via_stopped`).
+    /// until the owner of each epoch in between is the new owner, is
+    /// known to have stopped acting there in time, or can no longer gather
+    /// a majority of that epoch's leaders' votes in time (`via_stopped`).
     fn settle_carried(&mut self, now: Now) {
         let window = self.settle_window();
         let own_move = self.own_move_window();
@@ -212,7 +221,7 @@ impl Core {
         let (members, quorum) = (c.peers.members.len(), c.peers.quorum);
         let mut olds: Vec<SocketAddr> = Vec::new();
         for l in c.home.carried.locks.values() {
-            for o in l.owner.iter().chain(l.via.iter().map(|(o, _)| o)) {
+            for o in l.owner.iter().chain(l.via.iter().map(|v| &v.owner)) {
                 let addr = crate::cluster::ids::parse_id(o).and_then(|p| p.addr);
                 if let Some(a) = addr {
                     if !olds.contains(&a) {
@@ -228,10 +237,14 @@ impl Core {
             !c.home.carried.settled_for.contains(a)
                 && c.home.carried.quorum_left_by(*a, members, quorum).is_some()
         });
+        // A member newly known to have left may be a leader of an epoch in
+        // between whose leaving takes that epoch's majority away.
+        let newly_left = newly_left || c.home.carried.left.len() > c.home.carried.left_walked;
         if fresh == 0 && !newly_left {
             return;
         }
         self.cluster.home.carried.weighed |= fresh;
+        self.cluster.home.carried.left_walked = self.cluster.home.carried.left.len();
         // Per old owner: the earlier of its own move and the others' (as
         // before), its own move, and the others'.
         type Evidence = (Option<Time>, Option<Time>, Option<Time>);
@@ -252,7 +265,8 @@ impl Core {
                 .map_or((None, None, None), |(_, e)| *e)
         };
         let mut carried = std::mem::take(&mut self.cluster.home.carried);
-        carried.locks.retain(|name, lock| {
+        let mut locks = std::mem::take(&mut carried.locks);
+        locks.retain(|name, lock| {
             let held = self.holds(name);
             let Some(i) = self.cluster.owner_index(name).filter(|_| held) else {
                 return false;
@@ -267,12 +281,16 @@ impl Core {
                 return false;
             }
             // Each owner of an epoch in between must have stopped acting
-            // there before it could grant the lock or drop it.
-            let via_stopped = lock.via.iter().all(|(o, from)| {
-                let (_, moved, others) = evidence_of(o);
-                o == owner
-                    || moved.is_some_and(|t| t <= *from + own_move)
-                    || others.is_some_and(|t| t <= *from + window)
+            // there before it could grant the lock or drop it, or so many
+            // of that epoch's leaders must have left it by then that no
+            // grant there can gather a majority of their votes (one-computer
+            // seed 123).
+            let via_stopped = lock.via.iter().all(|v| {
+                let (_, moved, others) = evidence_of(&v.owner);
+                v.owner == *owner
+                    || moved.is_some_and(|t| t <= v.from + own_move)
+                    || others.is_some_and(|t| t <= v.from + window)
+                    || carried.no_majority_left_by(&v.leaders, v.from + own_move)
             });
             if !via_stopped {
                 return true;
@@ -296,6 +314,7 @@ impl Core {
             // from its own last answer, not from the majority's.
             by.is_none_or(|t| t > lock.answered + window)
         });
+        carried.locks = locks;
         self.cluster.home.carried = carried;
     }
 

@@ -172,10 +172,10 @@ fn the_settle_window_runs_from_the_old_owners_latest_answer_acting_or_not() {
 
 /// `n2` (this agent) holds `name` through three epochs: 10 (leaders
 /// `n1`, `n0`: `n1` owns it, last answered at 101 s, the majority
-/// contact 100 s), 11 (`n0`, `n1`: `n0` owns it and never answers
-/// this agent as acting, unless at `n0_answered`, and `n1` is not
-/// known to have left 10, so the lock stays carried with `n1`'s
-/// vouch) and 12 (`n1`, `n0` again: `n1` owns it once more), to which
+/// contact 100 s), 11 (`n0` alone, or `n0` and `n1` when `two`: `n0`
+/// owns it and never answers this agent as acting, unless at
+/// `n0_answered`, and `n1` is not known to have left 10, so the lock
+/// stays carried with `n1`'s vouch) and 12 (`n1`, `n0` again: `n1` owns it once more), to which
 /// it moves at 104.5 s; `n1` answers there at 104.6 s. `n0` is known
 /// to have moved out of 11 itself at `n0_moved`, if at all; `n1`'s
 /// first message of epoch 12 arrives at 104.6 s.
@@ -199,7 +199,7 @@ fn carried_through_another_owner_and_back_after(
     in_10: &[(u16, u64)],
 ) -> (Core, ObjectName) {
     let n0_answered = n0_answered.map(|t| (t, true));
-    carried_through_another_owner_and_back_answered(n0_answered, n0_moved, plant, in_10)
+    carried_through_another_owner_and_back_answered(n0_answered, n0_moved, plant, in_10, false)
 }
 
 /// As above, `n0`'s answer in 11 (send time, whether as acting) given.
@@ -208,11 +208,19 @@ fn carried_through_another_owner_and_back_answered(
     n0_moved: Option<u64>,
     plant: crate::cluster::Plant,
     in_10: &[(u16, u64)],
+    two: bool,
 ) -> (Core, ObjectName) {
     let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
     core.cluster.cfg.plant = plant;
     let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
     let c = &mut core.cluster;
+    if !two {
+        // `n0` alone: the leaving of 11's other leaders says nothing.
+        c.epoch.leaders = vec![n0.clone()];
+        c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+        let view = c.epoch.view;
+        c.peers.contact.get_mut(&n0).expect("set up").view = view;
+    }
     // Epoch 11 as set up, but nobody known to have left epoch 10 and
     // no answer of `n0` in it (or an early one): nothing settles.
     c.home.carried.left.clear();
@@ -256,7 +264,8 @@ fn carried_through_another_owner_and_back_answered(
         }
         None => later(at(100)),
     };
-    assert_eq!(kept.via, [(n0.clone(), from)], "and the owner of 11");
+    let via: Vec<(Id, Time)> = kept.via.iter().map(|v| (v.owner.clone(), v.from)).collect();
+    assert_eq!(via, [(n0.clone(), from)], "and the owner of 11");
     let c = &mut core.cluster;
     c.epoch.number = 12;
     c.epoch.leaders = vec![n1.clone(), n0.clone()];
@@ -451,9 +460,10 @@ fn an_owner_in_between_that_answered_not_acting_counts_as_far_as_a_lock_delay_al
         None,
         Plant::None,
         &in_10,
+        false,
     );
     assert_eq!(
-        core.cluster.home.carried.locks[&name].via[0].1,
+        core.cluster.home.carried.locks[&name].via[0].from,
         Time::from_micros(101_800_000)
     );
     core.revoke_where_owner_lapsed(now(104_700_000));
@@ -468,8 +478,9 @@ fn an_owner_in_between_that_answered_not_acting_counts_as_far_as_a_lock_delay_al
         None,
         Plant::None,
         &[],
+        false,
     );
-    let from = core.cluster.home.carried.locks[&name].via[0].1;
+    let from = core.cluster.home.carried.locks[&name].via[0].from;
     assert!(from > at(100) && from < Time::from_micros(100_200_000));
     core.revoke_where_owner_lapsed(now(104_700_000));
     assert!(core.cluster.home.carried.locks.contains_key(&name));
@@ -477,5 +488,40 @@ fn an_owner_in_between_that_answered_not_acting_counts_as_far_as_a_lock_delay_al
     assert!(
         !core.holds(&name),
         "kept past the lock-delay's bound on an answer that was not acting"
+    );
+}
+/// Epoch 11 led by `n0` and `n1`: `n0` never answered this agent there,
+/// and nothing is known of when 11's state was built, so `n0` may drop
+/// the lock there from 100 s + `grace` + ping_interval·(1−ρ)/(1+ρ)
+/// (105.245 s) on, and may still act there. But a grant in 11 needs
+/// the votes of both of its leaders, cast while each is in 11 and
+/// after `n0` decided to grant, so after the drop; `n1` is known to
+/// have left 11 at 104.6 s, before it: nothing in 11 can be granted
+/// against the lock, which follows `n1` in 12 (R1, one-computer seed
+/// 123). Known only at 105.3 s, it is not.
+#[test]
+fn an_owner_in_between_without_a_majority_of_its_epochs_leaders_cannot_take_the_lock() {
+    use crate::cluster::Plant;
+    let (mut core, name) =
+        carried_through_another_owner_and_back_answered(None, None, Plant::None, &[], true);
+    core.revoke_where_owner_lapsed(now(104_700_000));
+    assert!(!core.cluster.home.carried.locks.contains_key(&name));
+    core.revoke_where_owner_lapsed(now(105_100_000));
+    assert!(
+        core.holds(&name),
+        "revoked although the other leader of 11 had left it in time"
+    );
+    let (mut core, name) =
+        carried_through_another_owner_and_back_answered(None, None, Plant::None, &[], true);
+    // `n1` known in 12 only later (its answer there then too).
+    let c = &mut core.cluster.home.carried;
+    c.left.retain(|(a, _)| *a != addr(4001));
+    c.left(addr(4001), 12, Time::from_micros(105_300_000));
+    core.revoke_where_owner_lapsed(now(104_700_000));
+    assert!(core.cluster.home.carried.locks.contains_key(&name));
+    core.revoke_where_owner_lapsed(now(105_000_000));
+    assert!(
+        !core.holds(&name),
+        "followed although 11 could still gather both votes after the drop"
     );
 }
