@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::{Cluster, Id};
 use crate::time::Time;
@@ -39,7 +40,20 @@ pub(crate) struct CarriedLock {
     /// once each of them is that owner or is known to have stopped acting
     /// in time (`Core::settle_carried`; docs/cluster.md, "Links and
     /// liveness").
-    pub via: Vec<(Id, Time)>,
+    pub via: Vec<Via>,
+}
+
+/// An owner a carried lock passed through (`CarriedLock::via`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Via {
+    /// The owner of that epoch.
+    pub owner: Id,
+    /// Where its check starts (`Core::via_start`).
+    pub from: Time,
+    /// That epoch's leaders (one list shared by every lock carried out of
+    /// it): a grant there needs the votes of a majority of them, each cast
+    /// while it was still in that epoch.
+    pub leaders: Arc<[Id]>,
 }
 
 /// Home: the locks held when this agent moved to the current epoch, each
@@ -64,6 +78,8 @@ pub(crate) struct Carried {
     /// from it arrived). Epochs only grow: a member that left never
     /// answers in that epoch again.
     pub(crate) left: Vec<(SocketAddr, Time)>,
+    /// How many entries of `left` the entries were last walked with.
+    pub(crate) left_walked: usize,
     /// The old owners (by address) for which enough members were known to
     /// have left when the entries were last walked.
     pub(crate) settled_for: Vec<SocketAddr>,
@@ -177,6 +193,21 @@ impl Carried {
         if self.quorum_moved.is_none() && !self.locks.is_empty() {
             self.quorum_moved = Some(now);
         }
+    }
+
+    /// Whether so many of `leaders`, the leaders of an epoch no later than
+    /// the one the locks were carried from, were known by `by` to have
+    /// left it (`len - majority + 1` of them) that the others can no
+    /// longer make a majority of its votes: a grant there decided after
+    /// `by` gathers none (a leader votes only while in its epoch, and only
+    /// when the owner asks, after it decided).
+    pub(crate) fn no_majority_left_by(&self, leaders: &[Id], by: Time) -> bool {
+        let need = leaders.len() - leaders.len() / 2;
+        let gone = (leaders.iter())
+            .filter_map(|l| super::ids::parse_id(l).and_then(|p| p.addr))
+            .filter(|a| self.moved_by(*a).is_some_and(|t| t <= by))
+            .count();
+        need > 0 && gone >= need
     }
 
     /// When `old` itself was known to have left the epoch: it stopped
@@ -342,6 +373,41 @@ mod tests {
         // An epoch not later than the carried one says nothing.
         d.left("127.0.0.1:4003".parse().unwrap(), 5, at(2));
         assert_eq!(d.left.len(), 3);
+    }
+
+    #[test]
+    fn an_epoch_cannot_grant_once_a_majority_of_its_leaders_is_out_of_reach() {
+        let a = |p: u16| -> SocketAddr { format!("127.0.0.1:{p}").parse().unwrap() };
+        let id = |p: u16| -> Id {
+            super::super::ids::make_id(None, 1, Some(a(p)), 1, &format!("n{p}")).into()
+        };
+        let lock = CarriedLock {
+            at: at(1),
+            answered: at(1),
+            owner: None,
+            via: Vec::new(),
+        };
+        let mut c = Carried::new([(ObjectName::from(&b"n"[..]), lock)].into());
+        c.from_epoch = 5;
+        let three = [id(1), id(2), id(3)];
+        let two = [id(1), id(2)];
+        c.left(a(1), 6, at(10));
+        assert!(
+            !c.no_majority_left_by(&three, at(20)),
+            "two of three remain"
+        );
+        assert!(
+            c.no_majority_left_by(&two, at(20)),
+            "one of two is no majority"
+        );
+        assert!(!c.no_majority_left_by(&two, at(9)), "not left by then");
+        c.left(a(3), 6, at(12));
+        assert!(c.no_majority_left_by(&three, at(12)));
+        assert!(!c.no_majority_left_by(&three, at(11)));
+        // A member that is not a leader of the epoch counts for nothing.
+        c.left(a(4), 6, at(5));
+        assert!(!c.no_majority_left_by(&three, at(11)));
+        assert!(!c.no_majority_left_by(&[], at(20)), "no leaders: unknown");
     }
 
     /// `n2` of three, in epoch 10 led by `n1` and `n0`, in contact with a
