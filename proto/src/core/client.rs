@@ -294,6 +294,7 @@ impl Core {
             since: now.mono,
         };
         self.table.insert(&name, ticket);
+        self.metrics.queued(&name);
         self.clients
             .get_mut(&client)
             .expect("open")

@@ -157,6 +157,15 @@ pub(crate) struct Metrics {
     pub transactions: Vec<u64>,
     /// Grants under each of `prefixes`, in their order.
     pub prefix_grants: Vec<u64>,
+    /// Locks of this agent's clients held, and requests waiting, now
+    /// (transactions' variables are not locks): kept as tickets come,
+    /// are granted and go, so that a scrape never walks a table of a
+    /// million locks.
+    pub held: usize,
+    pub waiting: usize,
+    /// The same under each of `prefixes`, in their order.
+    pub prefix_held: Vec<usize>,
+    pub prefix_waiting: Vec<usize>,
     pub busiest: top::TopNames,
     pub wait: Histogram,
     pub hold: Histogram,
@@ -172,6 +181,10 @@ impl Metrics {
             refusals: vec![0; REFUSALS.len()],
             transactions: vec![0; TX_RESULTS.len()],
             prefix_grants: vec![0; config.prefixes.len()],
+            held: 0,
+            waiting: 0,
+            prefix_held: vec![0; config.prefixes.len()],
+            prefix_waiting: vec![0; config.prefixes.len()],
             busiest: top::TopNames::new(config.top_names * COUNTED_PER_REPORTED),
             wait: Histogram::new(WAIT_BUCKETS),
             hold: Histogram::new(HOLD_BUCKETS),
@@ -179,20 +192,52 @@ impl Metrics {
         }
     }
 
-    /// A lock on `name` was granted to a client after it waited `waited`.
-    pub fn granted(&mut self, name: &ObjectName, waited: Duration) {
-        self.wait.observe(waited);
-        self.busiest.note(name);
+    /// A request for a lock on `name` is queued in this agent's table.
+    pub fn queued(&mut self, name: &[u8]) {
+        self.waiting += 1;
         for (i, p) in self.prefixes.iter().enumerate() {
             if name.starts_with(p) {
-                self.prefix_grants[i] += 1;
+                self.prefix_waiting[i] += 1;
             }
         }
     }
 
-    /// A lock was released (or taken back) after it was held `held`.
-    pub fn released(&mut self, held: Duration) {
-        self.hold.observe(held);
+    /// A lock on `name` was granted to a client after it waited `waited`.
+    pub fn granted(&mut self, name: &ObjectName, waited: Duration) {
+        self.wait.observe(waited);
+        self.busiest.note(name);
+        self.waiting = self.waiting.saturating_sub(1);
+        self.held += 1;
+        for (i, p) in self.prefixes.iter().enumerate() {
+            if name.starts_with(p) {
+                self.prefix_grants[i] += 1;
+                self.prefix_waiting[i] = self.prefix_waiting[i].saturating_sub(1);
+                self.prefix_held[i] += 1;
+            }
+        }
+    }
+
+    /// A lock ticket on `name` left this agent's table: a lock released
+    /// (or taken back) after it was held `held`, or a request that never
+    /// was granted (`held` is `None`).
+    pub fn left(&mut self, name: &[u8], held: Option<Duration>) {
+        let count = match held {
+            Some(d) => {
+                self.hold.observe(d);
+                &mut self.held
+            }
+            None => &mut self.waiting,
+        };
+        *count = count.saturating_sub(1);
+        let counts = match held {
+            Some(_) => &mut self.prefix_held,
+            None => &mut self.prefix_waiting,
+        };
+        for (p, n) in self.prefixes.iter().zip(counts) {
+            if name.starts_with(p) {
+                *n = n.saturating_sub(1);
+            }
+        }
     }
 
     /// A reply to a client: refusals, revocations and the outcomes of
