@@ -75,12 +75,14 @@ impl MetricsConfig {
 }
 
 /// The outcomes a `LOCKFAILED` may carry (snaplock(7)); any other word is
-/// counted as `other`.
+/// counted as `other`. `lost`: an `owner=cgroup` request whose cgroup
+/// emptied before the grant.
 pub const REFUSALS: &[&str] = &[
     "busy",
     "denied",
     "duplicate",
     "invalid",
+    "lost",
     "overflow",
     "timedout",
     "unavailable",
@@ -291,6 +293,14 @@ mod tests {
         assert_eq!(m.revocations, 1);
         assert_eq!(m.transactions[0], 1);
         assert_eq!(m.transactions[index_of(TX_RESULTS, b"failed")], 1);
+    }
+
+    #[test]
+    fn a_request_its_cgroup_ended_is_counted_as_lost_not_other() {
+        let mut m = Metrics::new(&MetricsConfig::default());
+        m.replied(&Message::new("LOCKFAILED").with("error", "lost"));
+        assert_eq!(m.refusals[index_of(REFUSALS, b"lost")], 1);
+        assert_eq!(m.refusals[REFUSALS.len() - 1], 0, "not other");
     }
 
     #[test]
