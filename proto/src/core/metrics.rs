@@ -51,7 +51,7 @@ impl Core {
         e.single(
             "snaplock_revocations_total",
             "counter",
-            "Locks taken back from their holders (UNLOCKED error=lost).",
+            "Locks taken back from their holders as the agent stops or revokes them (UNLOCKED error=lost).",
             m.revocations as f64,
         );
         e.family(
