@@ -439,7 +439,11 @@ impl Core {
                             "revoked: this connection's variables in this namespace are gone: {why}"
                         ),
                     );
-                    self.reply(owner, replies::transaction_failed(ns, None, &why));
+                    // Not the outcome of a TRANSACTION (that one was
+                    // counted when it ran): not counted by the metrics.
+                    let msg = replies::transaction_failed(ns, None, &why);
+                    self.out
+                        .push_back(crate::core::Output::Reply { client: owner, msg });
                 }
             }
         }

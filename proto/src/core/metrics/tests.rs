@@ -1,6 +1,7 @@
-//! The held and waiting counts `METRICS` reports are kept as tickets
-//! come, are granted and go, on every path that removes one: they agree
-//! with a walk of the table after each step.
+//! What `METRICS` counts, against the core's state: the held and waiting
+//! counts are kept as tickets come, are granted and go, on every path that
+//! removes one, and agree with a walk of the table after each step; a
+//! revocation's notice is no transaction's outcome.
 
 use std::time::Duration;
 
@@ -123,4 +124,23 @@ fn the_counts_follow_grants_releases_timeouts_closes_a_cgroups_end_and_a_stop() 
     while s.core.poll_output().is_some() {}
     s.check();
     assert_eq!((s.core.metrics.held, s.core.metrics.waiting), (0, 0));
+}
+
+#[test]
+fn the_notice_that_a_connections_variables_are_revoked_is_no_transaction_outcome() {
+    let mut s = Solo::new();
+    s.send(1, "LOCK object_name=a/1");
+    let name = crate::vocab::ObjectName::from(&b"a/1"[..]);
+    let t = s.core.table.objects[&name].tickets[0].clone();
+    let var: crate::vocab::ObjectName = crate::vocab::var_object(b"jobs", b"n").into();
+    let mut told = std::collections::BTreeSet::new();
+    s.core.tell_lost(&var, &t, "a test", &mut told);
+    let outs: Vec<_> = std::iter::from_fn(|| s.core.poll_output()).collect();
+    assert!(
+        outs.iter().any(|o| matches!(o,
+            crate::core::Output::Reply { msg, .. } if msg.command == "TRANSACTIONFAILED")),
+        "{outs:?}"
+    );
+    assert_eq!(s.core.metrics.transactions.iter().sum::<u64>(), 0);
+    assert_eq!(s.core.metrics.revocations, 0, "a variable is not a lock");
 }
