@@ -94,6 +94,7 @@ pub const REFUSALS: &[&str] = &[
 /// `TRANSACTIONFAILED`; any other word is counted as `other`.
 pub const TX_RESULTS: &[&str] = &[
     "ok",
+    "denied",
     "failed",
     "invalid",
     "overflow",
@@ -302,6 +303,14 @@ mod tests {
         m.replied(&Message::new("LOCKFAILED").with("error", "lost"));
         assert_eq!(m.refusals[index_of(REFUSALS, b"lost")], 1);
         assert_eq!(m.refusals[REFUSALS.len() - 1], 0, "not other");
+    }
+
+    #[test]
+    fn a_transaction_the_access_rules_refuse_is_counted_as_denied_not_other() {
+        let mut m = Metrics::new(&MetricsConfig::default());
+        m.replied(&Message::new("TRANSACTIONFAILED").with("error", "denied"));
+        assert_eq!(m.transactions[index_of(TX_RESULTS, b"denied")], 1);
+        assert_eq!(m.transactions[TX_RESULTS.len() - 1], 0, "not other");
     }
 
     #[test]
