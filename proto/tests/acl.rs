@@ -167,3 +167,30 @@ fn a_denied_transaction_changes_nothing() {
     let m = one(&mut core, NOBODY, "TRANSACTION namespace=ns.1;s1=set v");
     assert_eq!(m.command, "TRANSACTIONOK", "{m}");
 }
+
+#[test]
+fn a_local_list_looks_at_a_bounded_number_of_names_however_few_it_shows() {
+    let mut core = core_with(Some(rules(&[
+        (Who::User(65534), "pub/"),
+        (Who::User(0), ""),
+    ])));
+    // More names than a list looks at (64,000), all before "pub/x" and
+    // all hidden from NOBODY.
+    for i in 0..64_000 {
+        let m = one(&mut core, ROOT, &format!("LOCK object_name=a/{i:05}"));
+        assert_eq!(m.command, "LOCKED");
+    }
+    let m = one(&mut core, ROOT, "LOCK object_name=pub/x");
+    assert_eq!(m.command, "LOCKED");
+    let list = list_of(&mut core, NOBODY);
+    assert_eq!(list, "... and 1 more tickets\n");
+    // One name is looked up, not searched for.
+    let m = one(
+        &mut core,
+        NOBODY,
+        "LISTTICKETS object_name=pub/x;scope=local",
+    );
+    let list = m.get_str("list").unwrap();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(list.contains("\"pub/x\""), "{list}");
+}

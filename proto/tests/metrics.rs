@@ -188,3 +188,50 @@ fn long_names_give_fewer_series_rather_than_a_reply_past_the_bound() {
         "{series:?}"
     );
 }
+
+#[test]
+fn a_detached_lock_taken_back_counts_as_revoked_and_a_cgroups_end_does_not() {
+    let mut core = Core::new(Config::default(), at(0.0));
+    let cred = Credentials {
+        pid: Some(4001),
+        uid: Some(1000),
+        gid: Some(1000),
+        cgroup: Some(77),
+    };
+    for client in [ClientId(1), ClientId(2)] {
+        core.handle_input(at(0.0), Input::ClientOpened { client, cred })
+            .unwrap();
+    }
+    let lock = |core: &mut Core, client: u64, line: &str| {
+        let msg = parse(line.as_bytes()).unwrap();
+        let input = Input::ClientMessage {
+            client: ClientId(client),
+            msg,
+        };
+        core.handle_input(at(1.0), input).unwrap();
+        while core.poll_output().is_some() {}
+    };
+    lock(&mut core, 1, "LOCK object_name=d;detach=true");
+    lock(&mut core, 2, "LOCK object_name=u;owner=cgroup");
+    core.handle_input(
+        at(1.0),
+        Input::ClientClosed {
+            client: ClientId(1),
+        },
+    )
+    .unwrap();
+    // Client 2 is still open: its lock ends with its cgroup, told lost.
+    core.handle_input(at(2.0), Input::UnitEmpty { unit: 77 })
+        .unwrap();
+    while core.poll_output().is_some() {}
+    let text = core.metrics_text(at(2.0));
+    assert!(text.contains("\nsnaplock_revocations_total 0\n"), "{text}");
+    assert!(text.contains("\nsnaplock_held_locks 1\n"), "{text}");
+    core.shutdown(at(3.0));
+    while core.poll_output().is_some() {}
+    let text = core.metrics_text(at(3.0));
+    assert!(
+        text.contains("\nsnaplock_revocations_total 1\n"),
+        "the detached lock, its holder gone: {text}"
+    );
+}

@@ -294,6 +294,7 @@ impl Core {
             since: now.mono,
         };
         self.table.insert(&name, ticket);
+        self.metrics.queued(&name);
         self.clients
             .get_mut(&client)
             .expect("open")
@@ -498,15 +499,31 @@ impl Core {
     }
 
     /// One line per ticket of this agent's table (or of object `only`),
-    /// snaplock's format plus the mode and fence.
+    /// snaplock's format plus the mode and fence. It looks at most at
+    /// [`SCAN_OBJECTS`](crate::cluster::view::SCAN_OBJECTS) objects, as an
+    /// owner does: the names the access rules hide from `client` cost a
+    /// look each, and a table holds up to `max_tickets` of them.
     pub(super) fn ticket_list(&self, now: Now, client: ClientId, only: Option<&[u8]>) -> String {
         let mut list = String::new();
-        let mut left = self.table.ticket_count();
-        for (name, object) in &self.table.objects {
-            if crate::vocab::split_var_object(name).is_some()
-                || only.is_some_and(|o| o != &name[..])
-                || !self.may_list(client, name)
-            {
+        let (objects, mut left): (Box<dyn Iterator<Item = _>>, _) = match only {
+            Some(o) => {
+                let one = self.table.objects.get_key_value(o);
+                (
+                    Box::new(one.into_iter()),
+                    one.map_or(0, |(_, o)| o.tickets.len()),
+                )
+            }
+            None => (
+                Box::new(self.table.objects.iter()),
+                self.table.ticket_count(),
+            ),
+        };
+        for (looked, (name, object)) in objects.enumerate() {
+            if looked >= crate::cluster::view::SCAN_OBJECTS {
+                let _ = writeln!(list, "... and {left} more tickets");
+                return list;
+            }
+            if crate::vocab::split_var_object(name).is_some() || !self.may_list(client, name) {
                 // A transaction's variable is not a lock; a name the client
                 // may not lock is not shown to it.
                 left -= object.tickets.len();

@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::Core;
 use crate::metrics::{Exposition, REFUSALS, TX_RESULTS};
 use crate::time::{Now, duration_to_wire};
-use crate::vocab::{ObjectName, VAR_OBJECT};
 
 /// A name as a label value: names are bytes, labels UTF-8 text.
 fn label_of(name: &[u8]) -> String {
@@ -20,7 +19,7 @@ impl Core {
     pub fn metrics_text(&self, now: Now) -> String {
         let m = &self.metrics;
         let mut e = Exposition::new();
-        let (held, waiting) = self.held_and_waiting(b"");
+        let (held, waiting) = (m.held, m.waiting);
         e.single(
             "snaplock_grants_total",
             "counter",
@@ -52,7 +51,7 @@ impl Core {
         e.single(
             "snaplock_revocations_total",
             "counter",
-            "Locks taken back from their holders (UNLOCKED error=lost).",
+            "Locks taken back from their holders as the agent stops or revokes them (UNLOCKED error=lost).",
             m.revocations as f64,
         );
         e.family(
@@ -199,8 +198,10 @@ impl Core {
             e.sample("snaplock_object_grants_total", &labels, *n as f64);
         }
         let mut prefixes: BTreeMap<String, (u64, usize, usize)> = BTreeMap::new();
-        for (p, grants) in m.prefixes.iter().zip(&m.prefix_grants) {
-            let (held, waiting) = self.held_and_waiting(p);
+        let counts = (m.prefix_grants.iter())
+            .zip(&m.prefix_held)
+            .zip(&m.prefix_waiting);
+        for (p, ((grants, held), waiting)) in m.prefixes.iter().zip(counts) {
             let v = prefixes.entry(label_of(p)).or_default();
             *v = (v.0 + grants, v.1 + held, v.2 + waiting);
         }
@@ -228,26 +229,6 @@ impl Core {
                 e.sample(family, &[("prefix", prefix)], v);
             }
         }
-    }
-
-    /// Tickets held and waiting in this agent's table on names that start
-    /// with `prefix` (transactions' variables are not locks).
-    fn held_and_waiting(&self, prefix: &[u8]) -> (usize, usize) {
-        let from: ObjectName = ObjectName::from(prefix);
-        let mut counts = (0, 0);
-        let objects = (self.table.objects.range(from..))
-            .take_while(|(n, _)| n.starts_with(prefix))
-            .filter(|(n, _)| n.first() != Some(&VAR_OBJECT));
-        for (_, o) in objects {
-            for t in &o.tickets {
-                if t.state.is_held() {
-                    counts.0 += 1;
-                } else {
-                    counts.1 += 1;
-                }
-            }
-        }
-        counts
     }
 
     /// `INFO peers=`: `ADDR/NAME/STATE/HEARD/RTT` for every other member,
@@ -280,3 +261,6 @@ impl Core {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -629,9 +629,9 @@ impl Core {
         id: crate::vocab::TicketId,
     ) -> Option<table::Ticket> {
         let t = self.table.remove(name, id)?;
-        if t.state.is_held() && crate::vocab::split_var_object(name).is_none() {
-            let held = self.last_now.saturating_since(t.since);
-            self.metrics.released(held);
+        if crate::vocab::split_var_object(name).is_none() {
+            let held = (t.state.is_held()).then(|| self.last_now.saturating_since(t.since));
+            self.metrics.left(name, held);
         }
         self.forget_ticket(&t);
         self.progress_left(name, id);

@@ -75,12 +75,14 @@ impl MetricsConfig {
 }
 
 /// The outcomes a `LOCKFAILED` may carry (snaplock(7)); any other word is
-/// counted as `other`.
+/// counted as `other`. `lost`: an `owner=cgroup` request whose cgroup
+/// emptied before the grant.
 pub const REFUSALS: &[&str] = &[
     "busy",
     "denied",
     "duplicate",
     "invalid",
+    "lost",
     "overflow",
     "timedout",
     "unavailable",
@@ -92,6 +94,7 @@ pub const REFUSALS: &[&str] = &[
 /// `TRANSACTIONFAILED`; any other word is counted as `other`.
 pub const TX_RESULTS: &[&str] = &[
     "ok",
+    "denied",
     "failed",
     "invalid",
     "overflow",
@@ -157,6 +160,15 @@ pub(crate) struct Metrics {
     pub transactions: Vec<u64>,
     /// Grants under each of `prefixes`, in their order.
     pub prefix_grants: Vec<u64>,
+    /// Locks of this agent's clients held, and requests waiting, now
+    /// (transactions' variables are not locks): kept as tickets come,
+    /// are granted and go, so that a scrape never walks a table of a
+    /// million locks.
+    pub held: usize,
+    pub waiting: usize,
+    /// The same under each of `prefixes`, in their order.
+    pub prefix_held: Vec<usize>,
+    pub prefix_waiting: Vec<usize>,
     pub busiest: top::TopNames,
     pub wait: Histogram,
     pub hold: Histogram,
@@ -172,6 +184,10 @@ impl Metrics {
             refusals: vec![0; REFUSALS.len()],
             transactions: vec![0; TX_RESULTS.len()],
             prefix_grants: vec![0; config.prefixes.len()],
+            held: 0,
+            waiting: 0,
+            prefix_held: vec![0; config.prefixes.len()],
+            prefix_waiting: vec![0; config.prefixes.len()],
             busiest: top::TopNames::new(config.top_names * COUNTED_PER_REPORTED),
             wait: Histogram::new(WAIT_BUCKETS),
             hold: Histogram::new(HOLD_BUCKETS),
@@ -179,30 +195,64 @@ impl Metrics {
         }
     }
 
-    /// A lock on `name` was granted to a client after it waited `waited`.
-    pub fn granted(&mut self, name: &ObjectName, waited: Duration) {
-        self.wait.observe(waited);
-        self.busiest.note(name);
+    /// A request for a lock on `name` is queued in this agent's table.
+    pub fn queued(&mut self, name: &[u8]) {
+        self.waiting += 1;
         for (i, p) in self.prefixes.iter().enumerate() {
             if name.starts_with(p) {
-                self.prefix_grants[i] += 1;
+                self.prefix_waiting[i] += 1;
             }
         }
     }
 
-    /// A lock was released (or taken back) after it was held `held`.
-    pub fn released(&mut self, held: Duration) {
-        self.hold.observe(held);
+    /// A lock on `name` was granted to a client after it waited `waited`.
+    pub fn granted(&mut self, name: &ObjectName, waited: Duration) {
+        self.wait.observe(waited);
+        self.busiest.note(name);
+        self.waiting = self.waiting.saturating_sub(1);
+        self.held += 1;
+        for (i, p) in self.prefixes.iter().enumerate() {
+            if name.starts_with(p) {
+                self.prefix_grants[i] += 1;
+                self.prefix_waiting[i] = self.prefix_waiting[i].saturating_sub(1);
+                self.prefix_held[i] += 1;
+            }
+        }
     }
 
-    /// A reply to a client: refusals, revocations and the outcomes of
-    /// transactions are counted from what the client is told, wherever in
-    /// the core it was decided.
+    /// A lock ticket on `name` left this agent's table: a lock released
+    /// (or taken back) after it was held `held`, or a request that never
+    /// was granted (`held` is `None`).
+    pub fn left(&mut self, name: &[u8], held: Option<Duration>) {
+        let count = match held {
+            Some(d) => {
+                self.hold.observe(d);
+                &mut self.held
+            }
+            None => &mut self.waiting,
+        };
+        *count = count.saturating_sub(1);
+        let counts = match held {
+            Some(_) => &mut self.prefix_held,
+            None => &mut self.prefix_waiting,
+        };
+        for (p, n) in self.prefixes.iter().zip(counts) {
+            if name.starts_with(p) {
+                *n = n.saturating_sub(1);
+            }
+        }
+    }
+
+    /// A reply to a client: refusals and the outcomes of transactions are
+    /// counted from what the client is told, wherever in the core it was
+    /// decided. Revocations are counted where they are made
+    /// (`Core::tell_lost`): the holder of a detached lock may not be
+    /// there to be told, and a lock whose cgroup emptied is told `lost`
+    /// but was not taken back.
     pub fn replied(&mut self, msg: &Message) {
         let error = || msg.get("error").unwrap_or_default();
         match msg.command.as_str() {
             "LOCKFAILED" => self.refusals[index_of(REFUSALS, error())] += 1,
-            "UNLOCKED" if error() == b"lost" => self.revocations += 1,
             "TRANSACTIONOK" => self.transactions[0] += 1,
             "TRANSACTIONFAILED" => self.transactions[index_of(TX_RESULTS, error())] += 1,
             _ => {}
@@ -237,15 +287,30 @@ mod tests {
         let mut m = Metrics::new(&MetricsConfig::default());
         m.replied(&Message::new("LOCKFAILED").with("error", "busy"));
         m.replied(&Message::new("LOCKFAILED").with("error", "made-up"));
-        m.replied(&Message::new("UNLOCKED").with("error", "lost"));
         m.replied(&Message::new("UNLOCKED").with("error", "timedout"));
         m.replied(&Message::new("TRANSACTIONOK"));
         m.replied(&Message::new("TRANSACTIONFAILED").with("error", "failed"));
         assert_eq!(m.refusals[index_of(REFUSALS, b"busy")], 1);
         assert_eq!(m.refusals[REFUSALS.len() - 1], 1);
-        assert_eq!(m.revocations, 1);
+        assert_eq!(m.revocations, 0, "counted where they are made");
         assert_eq!(m.transactions[0], 1);
         assert_eq!(m.transactions[index_of(TX_RESULTS, b"failed")], 1);
+    }
+
+    #[test]
+    fn a_request_its_cgroup_ended_is_counted_as_lost_not_other() {
+        let mut m = Metrics::new(&MetricsConfig::default());
+        m.replied(&Message::new("LOCKFAILED").with("error", "lost"));
+        assert_eq!(m.refusals[index_of(REFUSALS, b"lost")], 1);
+        assert_eq!(m.refusals[REFUSALS.len() - 1], 0, "not other");
+    }
+
+    #[test]
+    fn a_transaction_the_access_rules_refuse_is_counted_as_denied_not_other() {
+        let mut m = Metrics::new(&MetricsConfig::default());
+        m.replied(&Message::new("TRANSACTIONFAILED").with("error", "denied"));
+        assert_eq!(m.transactions[index_of(TX_RESULTS, b"denied")], 1);
+        assert_eq!(m.transactions[TX_RESULTS.len() - 1], 0, "not other");
     }
 
     #[test]

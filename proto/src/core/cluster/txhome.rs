@@ -421,6 +421,12 @@ impl Core {
         why: &str,
         told: &mut std::collections::BTreeSet<(ClientId, Vec<u8>)>,
     ) {
+        if split_var_object(name).is_none() {
+            // Counted whether or not its holder is still connected to hear
+            // it: a detached lock (or one its cgroup owns) is taken back
+            // all the same.
+            self.metrics.revocations += 1;
+        }
         let Some(owner) = t.owner else { return };
         match split_var_object(name) {
             None => self.reply(owner, replies::unlocked(name, t.tag, Some("lost"))),
@@ -433,7 +439,11 @@ impl Core {
                             "revoked: this connection's variables in this namespace are gone: {why}"
                         ),
                     );
-                    self.reply(owner, replies::transaction_failed(ns, None, &why));
+                    // Not the outcome of a TRANSACTION (that one was
+                    // counted when it ran): not counted by the metrics.
+                    let msg = replies::transaction_failed(ns, None, &why);
+                    self.out
+                        .push_back(crate::core::Output::Reply { client: owner, msg });
                 }
             }
         }
