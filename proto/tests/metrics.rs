@@ -235,3 +235,35 @@ fn a_detached_lock_taken_back_counts_as_revoked_and_a_cgroups_end_does_not() {
         "the detached lock, its holder gone: {text}"
     );
 }
+
+#[test]
+fn long_prefixes_stop_at_the_size_cap_as_the_busiest_names_do() {
+    // 64 prefixes of 256 bytes, each needing escapes: some 100 KiB of
+    // series, past a 16 KiB cap (a quarter of the smallest unsent bound).
+    let prefixes: Vec<Vec<u8>> = (0..64)
+        .map(|i| format!("{i:02}{}", "\"\\".repeat(127)).into_bytes())
+        .collect();
+    let config = Config {
+        metrics: MetricsConfig {
+            top_names: 0,
+            prefixes,
+        },
+        max_list_bytes: 16 << 10,
+        ..Config::default()
+    };
+    let d = Driver::new(config);
+    let text = d.core.metrics_text(at(1.0));
+    assert!(text.len() < (16 << 10) + 8192, "{} bytes", text.len());
+    let series = (text.lines())
+        .filter(|l| l.starts_with("snaplock_prefix_grants_total{"))
+        .count();
+    assert!(series > 0 && series < 64, "{series} prefix series");
+    // Every family is still declared, so a scraper sees them all.
+    for family in [
+        "snaplock_prefix_grants_total",
+        "snaplock_prefix_held_locks",
+        "snaplock_prefix_waiting_requests",
+    ] {
+        assert!(text.contains(&format!("# TYPE {family} ")), "{family}");
+    }
+}

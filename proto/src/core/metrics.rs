@@ -176,7 +176,9 @@ impl Core {
     /// same label: their counts are added up, so every series is once.
     /// Names are up to 4 KiB: the busiest names' series stop once the
     /// text passes `max_list_bytes` (the agent keeps it within a quarter
-    /// of what a client may have unsent), the least busy left out.
+    /// of what a client may have unsent), the least busy left out; so do
+    /// the prefixes' series (64 prefixes of 256 bytes, escaped, pass the
+    /// 16 KiB a `max_pending_output` of 64 KiB allows).
     fn name_metrics(&self, e: &mut Exposition) {
         let m = &self.metrics;
         let mut busiest: BTreeMap<String, u64> = BTreeMap::new();
@@ -225,6 +227,9 @@ impl Core {
         for (i, (family, kind, help)) in families.into_iter().enumerate() {
             e.family(family, kind, help);
             for (prefix, (grants, held, waiting)) in &prefixes {
+                if e.len() >= self.config.max_list_bytes {
+                    break;
+                }
                 let v = [*grants as f64, *held as f64, *waiting as f64][i];
                 e.sample(family, &[("prefix", prefix)], v);
             }
