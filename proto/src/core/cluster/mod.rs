@@ -10,6 +10,7 @@ mod late;
 mod leader;
 mod links;
 mod persist;
+mod probe;
 mod progress;
 mod status;
 mod tx;
