@@ -198,6 +198,15 @@ fn every_error_the_core_sends_is_described_in_the_protocol_page_and_no_other() {
             "the scan of proto/src/core no longer finds {name:?}: fix errors_in_the_core"
         );
     }
+    // A refusal the metrics do not know would be counted as `other`.
+    let labelled: BTreeSet<String> = (snaplock_proto::metrics::REFUSALS.iter())
+        .map(|w| (*w).to_owned())
+        .collect();
+    let unlabelled: Vec<&String> = errors.difference(&labelled).collect();
+    assert!(
+        unlabelled.is_empty(),
+        "errors without their label in metrics::REFUSALS: {unlabelled:?}"
+    );
     let section = man_section(&man_text("snaplock.7"), "ERRORS");
     let mut documented = BTreeSet::new();
     let mut lines = section.lines();
