@@ -247,7 +247,11 @@ pub(crate) fn local_entries(
                 number: t.number,
                 position: if fence == 0 { position } else { 0 },
                 fence,
-                since_us: t.granted.map_or(0, |g| now.wall_of(g).0),
+                since_us: if fence == 0 {
+                    0
+                } else {
+                    now.wall_of(t.since).0
+                },
                 mode: t.kind.mode,
                 agent: agent.to_owned(),
                 key: t.key.to_string(),

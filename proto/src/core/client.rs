@@ -289,7 +289,6 @@ impl Core {
             detach: req.detach,
             unit,
             try_once: req.try_once,
-            granted: None,
             state: State::Waiting { deadline },
             since: now.mono,
         };

@@ -606,11 +606,6 @@ impl Core {
         self.metrics
             .granted(name, now.mono.saturating_since(t.since));
         self.table.set_since(name, id, now.mono);
-        if let Some(o) = self.table.objects.get_mut(name) {
-            if let Some(pos) = o.position(id) {
-                o.tickets[pos].granted = Some(now.mono);
-            }
-        }
         if t.kind.mode.is_shared() {
             self.table.note_shared_grant(name, now.mono);
         }

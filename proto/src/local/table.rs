@@ -92,13 +92,10 @@ pub struct Ticket {
     pub unit: Option<u64>,
     /// `try=true`: never waits.
     pub try_once: bool,
-    /// When it was granted here, for `LISTTICKETS`; `None` while it
-    /// waits, and for a lock this agent learned of rather than granted.
-    pub granted: Option<Time>,
     /// Where it is in its life.
     pub state: State,
     /// When it was asked for; once held, when it was granted (for the
-    /// wait and hold times of `METRICS`).
+    /// wait and hold times of `METRICS`, and `LISTTICKETS`'s `held since`).
     pub since: Time,
 }
 
@@ -339,7 +336,6 @@ mod tests {
                 detach: false,
                 unit: None,
                 try_once: false,
-                granted: None,
                 state: State::Held {
                     fence: i as u64 + 1,
                     lease_end: Time::from_micros(60_000_000),

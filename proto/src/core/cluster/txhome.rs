@@ -227,7 +227,6 @@ impl Core {
                 detach: false,
                 unit: None,
                 try_once: false,
-                granted: None,
                 state: State::Held {
                     fence: d.fence,
                     lease_end,

@@ -81,7 +81,6 @@ fn carried_into_a_third_owner(n1_left: u64, n1_heard: u64) -> (Core, ObjectName)
         detach: false,
         unit: None,
         try_once: false,
-        granted: None,
         state: State::Held {
             fence: 1,
             lease_end: at(700),
