@@ -28,7 +28,7 @@ use snaplock_tests::sim::{self, Options, Plant, Report, SEC, Stats};
 #[path = "sim/seeds.rs"]
 mod seeds;
 
-use seeds::{FIXED, R1_FIXED, R1_OPEN};
+use seeds::{FIXED, R1_FIXED};
 
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;
@@ -211,9 +211,7 @@ fn faults_of_one_computer_take_no_lock_from_the_others() {
     let make = |seed| victim_options(options(seed));
     let (failures, ran, _) = sweep_with(first, count, Duration::from_secs(900), false, &make);
     let seeds: Vec<u64> = failures.iter().map(|r| r.seed).collect();
-    let known: Vec<u64> = R1_OPEN.iter().map(|(s, _)| *s).collect();
-    let new: Vec<&u64> = seeds.iter().filter(|s| !known.contains(s)).collect();
-    assert!(new.is_empty(), "failed seeds: {seeds:?} (known: {known:?})");
+    assert!(seeds.is_empty(), "failed seeds: {seeds:?}");
     assert_eq!(ran, count, "the sweep ran out of time");
 }
 
@@ -285,21 +283,6 @@ fn a_run_with_transactions_replays_the_same() {
         assert_eq!(a.violations, b.violations, "{nodes} nodes");
         assert!(a.stats.transactions > 0, "{nodes} nodes: {a}");
     }
-}
-
-#[test]
-#[ignore = "known R1 failures: see R1_OPEN"]
-fn r1_seeds_still_open() {
-    // Each still breaks R1 first; one that no longer does is fixed and
-    // leaves the list (to R1_FIXED, with what fixed it).
-    let mut fixed = Vec::new();
-    for (seed, _) in R1_OPEN {
-        let report = sim::run(&victim_options(options(seed)));
-        if report.violations.first().map(|v| v.rule) != Some("R1") {
-            fixed.push(seed);
-        }
-    }
-    assert!(fixed.is_empty(), "no longer R1 failures: {fixed:?}");
 }
 
 #[test]
@@ -775,8 +758,12 @@ fn first_victim_catch(plant: Plant, rules: &[&str], limit: u64) -> Option<u64> {
 
 #[test]
 fn a_planted_revocation_of_a_silent_owners_locks_is_caught() {
-    let caught = first_victim_catch(Plant::CarryByAnswer, &["R1"], PLANT_SEEDS);
-    assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
+    // Rarer than the others: it needs a new owner that answers as acting
+    // late, and a new owner answers again the moment it acts (seeds 444
+    // and 906 of the first 1,700 catch it).
+    const SEEDS: u64 = 1000;
+    let caught = first_victim_catch(Plant::CarryByAnswer, &["R1"], SEEDS);
+    assert!(caught.is_some(), "not caught in {SEEDS} seeds");
 }
 
 #[test]

@@ -478,6 +478,8 @@ mod weigh {
             closing: false,
             ahead: 0,
             since: at(since).mono,
+            answered: None,
+            reanswer: None,
         };
         c.peers.links.insert(PeerId(u64::from(i)), link);
     }

@@ -257,6 +257,8 @@ mod tests {
                 closing: false,
                 ahead: 0,
                 since: Time::ZERO,
+                answered: None,
+                reanswer: None,
             };
             p.links.insert(crate::vocab::PeerId(u64::from(i)), link);
         }

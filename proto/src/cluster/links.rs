@@ -48,6 +48,8 @@ pub(crate) struct Peers {
     /// When each member was last heard over a link, kept after it is
     /// down (for `INFO` and `METRICS`): one entry per member at most.
     pub heard_at: BTreeMap<SocketAddr, Time>,
+    /// Some link's latest ping was answered as not acting (`Link::reanswer`).
+    pub reanswer_due: bool,
 }
 
 /// The state of the link to a member, as `INFO` says it.
@@ -99,6 +101,7 @@ impl Peers {
             last_link_up: None,
             rtt: BTreeMap::new(),
             heard_at: BTreeMap::new(),
+            reanswer_due: false,
         }
     }
 
@@ -219,6 +222,12 @@ pub(crate) struct Link {
     pub ahead: u64,
     /// When its `LOCKSTARTED` came (its agent became known).
     pub since: Time,
+    /// The latest of this agent's pings it answered: serial and send
+    /// time. An answer to it may come again, as acting (below).
+    pub answered: Option<(u64, Time)>,
+    /// The serial of its latest ping, when this agent answered it as not
+    /// acting: once this agent acts, it answers that ping again.
+    pub reanswer: Option<u64>,
 }
 
 /// How far the sender's wall clock (`wall=`, ms) is ahead of ours; never
@@ -250,6 +259,8 @@ mod tests {
             closing,
             ahead: 0,
             since: Time::ZERO,
+            answered: None,
+            reanswer: None,
         }
     }
 

@@ -425,6 +425,9 @@ impl Core {
             self.owner_progress_flush();
         }
         self.drain_local(now);
+        if self.authority.is_cluster() {
+            self.reanswer_pings(now);
+        }
         self.after_input(now);
         Ok(())
     }
@@ -450,6 +453,9 @@ impl Core {
             self.owner_progress_flush();
         }
         self.drain_local(now);
+        if self.authority.is_cluster() {
+            self.reanswer_pings(now);
+        }
         self.after_input(now);
     }
 

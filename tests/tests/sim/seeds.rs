@@ -1,17 +1,13 @@
 //! The seeds the simulator's tests keep: those that once broke a
-//! property and must stay clean, and the one-computer runs that still
-//! break R1.
-
-/// One-computer runs that still break R1, each with what it shows; a
-/// sweep fails on any other.
-pub const R1_OPEN: [(u64, &str); 1] = [(
-    5952,
-    "R1: the open cause of 1614, cut off one way: the conductor n0, not heard, elected a three-leader epoch E1 over answers 0.5 s old; the others adopted it when the cut healed 30 s later (197.57 s), and hot0, held by n2, moved from its healthy owner n1 (vouched for from 197.14 s) to n0, which lacked E1's state (its link to the collector came up 1.9 s after the heal), installed it at 199.49 s, elected E2 (the same leaders) at 199.57 s, installed E2's state at 199.60 s and was cut off one way again at 199.84 s, before it answered n2 as acting in either epoch; the others elected E3 at 202.149 s, 10 ms after the lock ended at 197.14 s + grace, and n1 answered n2 there as acting at 202.66 s. Nothing n2 knows bounds n0's drop but the earliest build of E2's state (about 199.4 s): keeping a lock whose old owners all stopped in time until that bound + grace, before the new owner answers, would keep it (see docs/cluster.md, Availability)",
-)];
+//! property and must stay clean.
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 23] = [
+pub const R1_FIXED: [(u64, &str); 24] = [
+    (
+        5952,
+        "R1: the conductor n0, cut off one way, elected E1 over answers 0.5 s old; the others adopted it when the cut healed 30 s later and hot0, held by n2, moved from its healthy owner n1 (vouched for from 197.14 s) to n0, which became acting in E2 at 199.82 s, 20 ms before it was cut off one way again: n2's ping of 199.67 s had been answered as not acting and the next one was lost, so the lock ended at 197.14 s + grace, 0.5 s before n1 answered as acting in E3. An owner that starts acting now answers again, as acting, the latest ping it answered as not acting (reanswer_pings)",
+    ),
     (
         123,
         "R1: a lock carried X -> Y -> X' (owners n4, n0, n4) whose Y owner, the victim, never answered its agent in Y (link down, then cut off one way): timed from when Y's state was built at the earliest (24.3 s), the others' leaving of Y came 0.12 s past the settle window; Y was led by n0 and n4, and n4 left Y at 27.65 s, before n0 could have dropped the lock, so no grant in Y could gather a majority of Y's leaders' votes against it any more (Carried::no_majority_left_by)",

@@ -64,6 +64,8 @@ impl Core {
                 closing,
                 ahead: 0,
                 since: now.mono,
+                answered: None,
+                reanswer: None,
             },
         );
         if !closing {
@@ -244,7 +246,17 @@ impl Core {
             .links
             .get(&peer)
             .and_then(|l| l.id.clone());
-        let active = asker.is_some_and(|a| self.answers_active(&a));
+        let active = asker.as_ref().is_some_and(|a| self.answers_active(a));
+        let pong = self.pong(now, serial, active);
+        if let Some(link) = self.cluster.peers.links.get_mut(&peer) {
+            link.reanswer = (!active && asker.is_some()).then_some(serial);
+            self.cluster.peers.reanswer_due |= link.reanswer.is_some();
+        }
+        self.send(To::Link(peer), PeerMsg::Pong(pong));
+    }
+
+    /// The answer to ping `serial`, as this agent is at `now`.
+    fn pong(&self, now: Now, serial: u64, active: bool) -> Pong {
         // What is left of this leader's lock-delay: the homes that are
         // not leaders learn from it that nothing can be granted yet.
         let delay_until = self
@@ -254,7 +266,7 @@ impl Core {
             .as_ref()
             .and_then(|l| l.delay_until);
         let delay_us = delay_until.map_or(0, |d| d.saturating_since(now.mono).as_micros() as u64);
-        let pong = Pong {
+        Pong {
             serial,
             epoch: self.cluster.epoch.number,
             view: self.cluster.epoch.view,
@@ -262,8 +274,37 @@ impl Core {
             active,
             links: Some(self.cluster.peers.links_mask()),
             delay_us,
-        };
-        self.send(To::Link(peer), PeerMsg::Pong(pong));
+        }
+    }
+
+    /// After each input: once this agent acts for a member whose latest
+    /// ping it answered as not acting, it answers that ping again, as
+    /// acting. Its word is what it would have said had the ping arrived
+    /// now (a ping may always arrive late): it heard the member no earlier
+    /// than the ping was sent, and will not drop the member's locks before
+    /// `release_delay` after it last heard it. Without it, a home learns
+    /// that a new owner acts only at its next ping, and a new owner cut off
+    /// in between leaves the home's locks on the old owner's older word.
+    pub(crate) fn reanswer_pings(&mut self, now: Now) {
+        if !self.cluster.peers.reanswer_due {
+            return;
+        }
+        let due: Vec<(PeerId, u64, Id)> = (self.cluster.peers.links.iter())
+            .filter_map(|(peer, l)| Some((*peer, l.reanswer?, l.id.clone()?)))
+            .collect();
+        let mut left = false;
+        for (peer, serial, asker) in due {
+            if !self.answers_active(&asker) {
+                left = true;
+                continue;
+            }
+            let pong = self.pong(now, serial, true);
+            if let Some(link) = self.cluster.peers.links.get_mut(&peer) {
+                link.reanswer = None;
+            }
+            self.send(To::Link(peer), PeerMsg::Pong(pong));
+        }
+        self.cluster.peers.reanswer_due = left;
     }
 
     fn on_pong(&mut self, now: Now, peer: PeerId, from: &Id, p: &Pong) {
@@ -294,17 +335,20 @@ impl Core {
         }
         let link = self.cluster.peers.links.get_mut(&peer).expect("link is up");
         // Pings are answered in order (FIFO link): older unanswered ones
-        // were lost with nothing, drop them.
-        let mut sent = None;
-        while let Some((s, at)) = link.pings.pop_front() {
-            if s == serial {
-                sent = Some(at);
-                break;
+        // were lost with nothing, drop them. The latest answered one may
+        // be answered again, as acting (`reanswer_pings`).
+        let sent = if let Some(i) = link.pings.iter().position(|(s, _)| *s == serial) {
+            let (_, sent) = link.pings.drain(..=i).next_back().expect("found");
+            link.answered = Some((serial, sent));
+            (self.cluster.peers).note_rtt(peer, now.mono.saturating_since(sent));
+            sent
+        } else {
+            match link.answered {
+                Some((s, sent)) if s == serial && active => sent,
+                _ => return,
             }
-        }
-        let Some(sent) = sent else { return };
-        let addr = link.addr;
-        (self.cluster.peers).note_rtt(peer, now.mono.saturating_since(sent));
+        };
+        let addr = self.cluster.peers.links[&peer].addr;
         if epoch < self.cluster.epoch.number {
             self.cluster.home.carried.answered_before(addr, epoch, sent);
         }
@@ -405,3 +449,6 @@ impl Core {
         l.ready && l.reporters.contains(asker) && self.cluster.acting(self.last_now)
     }
 }
+
+#[cfg(test)]
+mod tests;
