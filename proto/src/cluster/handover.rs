@@ -71,6 +71,11 @@ pub(crate) struct Handover {
     /// have not answered as acting in it yet: each gets it again when its
     /// link comes up (it had no link, or lost part of the state).
     pub state_pending: Option<(u64, Vec<Id>, Vec<PeerMsg>)>,
+    /// Collector: the latest late report of each home passed on while
+    /// some leader had not answered as acting: it follows the state to
+    /// such a leader when its link comes up (a leader that had no link
+    /// when a report was passed on would never count that home).
+    pub late_pending: BTreeMap<Id, Vec<PeerMsg>>,
 }
 
 impl Handover {
@@ -85,6 +90,7 @@ impl Handover {
         }
         if *e != epoch || waiting.is_empty() {
             self.state_pending = None;
+            self.late_pending.clear();
         }
     }
 }
@@ -93,6 +99,8 @@ impl Handover {
 #[derive(Debug)]
 pub(crate) struct Collect {
     pub started: Time,
+    /// When the reports first came from a quorum of members.
+    pub quorum_at: Option<Time>,
     pub partial: BTreeMap<Id, Report>,
     pub reports: BTreeMap<Id, Report>,
     pub done: bool,
@@ -102,6 +110,7 @@ impl Collect {
     pub fn new(now: Time) -> Collect {
         Collect {
             started: now,
+            quorum_at: None,
             partial: BTreeMap::new(),
             reports: BTreeMap::new(),
             done: false,
@@ -128,9 +137,10 @@ impl Collect {
     /// of the reporters has run for a `lock_delay` (a younger one may have
     /// forgotten an epoch). An incomplete state waits `peer_timeout` for
     /// more reports, unless every member linked to the collector (`peers`)
-    /// reported already. `None`: not yet, or built already.
+    /// reported already and no other may still come (below). `None`: not
+    /// yet, or built already.
     pub fn weigh(
-        &self,
+        &mut self,
         now: Time,
         peers: &Peers,
         lock_delay: Duration,
@@ -145,6 +155,7 @@ impl Collect {
         if names.len() < peers.quorum {
             return None;
         }
+        let quorum_at = *self.quorum_at.get_or_insert(now);
         let everyone = names.len() >= peers.members.len();
         let e_max = (self.reports.values())
             .map(|r| r.prev_epoch)
@@ -184,6 +195,30 @@ impl Collect {
             .all(|l| names.contains(l.name.as_str()));
         if !complete && !linked_reported && now < self.started + peer_timeout {
             return None;
+        }
+        // But while this agent's links are still coming up (one came up
+        // less than a `peer_timeout` ago), a member that has not reported
+        // and that a linked member is linked to is not gone: its link may
+        // be next, and its report may make the state complete. A conductor
+        // back from a cut, whose epoch the others adopt, built its state
+        // from the first quorum of reports, without the previous leaders'
+        // tables, and the healthy homes those tables vouched for had to
+        // revoke (one-computer seed 4125). It waits for such a member a
+        // `peer_timeout` at most after a quorum first reported.
+        let settling = (peers.last_link_up).is_some_and(|t| now < t + peer_timeout);
+        if !complete && settling && now < quorum_at + peer_timeout {
+            let reported: BTreeSet<std::net::SocketAddr> = (self.reports.keys())
+                .filter_map(|id| crate::cluster::ids::parse_id(id).and_then(|p| p.addr))
+                .collect();
+            let masks = (peers.links.values())
+                .filter(|l| !l.closing && l.id.is_some())
+                .filter_map(|l| peers.peer_links.get(&l.addr).map(|(m, _)| *m))
+                .fold(0u64, |all, m| all | m);
+            let may_come = (peers.members.iter())
+                .any(|a| !reported.contains(a) && masks & peers.member_bit(*a) != 0);
+            if may_come {
+                return None;
+            }
         }
         Some(Verdict { complete, e_max })
     }
@@ -323,6 +358,46 @@ mod tests {
         assert_eq!(c.weigh(s(101), &all, DELAY, TIMEOUT), complete);
         c.done = true;
         assert_eq!(c.weigh(s(101), &all, DELAY, TIMEOUT), None, "built");
+    }
+
+    /// `n0` collects, its links to `n1` just up: `n1` reported an epoch
+    /// of which `n2` was a leader too, and nobody ready in it did.
+    fn settling(up_at: u64) -> (Collect, Peers) {
+        let mut c = Collect::new(s(10));
+        c.reports.insert(reporter(0), report(60, 4, 0));
+        c.reports.insert(reporter(1), report(60, 4, 0));
+        let mut p = peers(&[1]);
+        p.last_link_up = Some(s(up_at));
+        (c, p)
+    }
+
+    #[test]
+    fn a_collector_whose_links_come_up_waits_for_a_member_reached_elsewhere() {
+        let incomplete = Some(Verdict {
+            complete: false,
+            e_max: 5,
+        });
+        // Not linked to `n2`, and nothing says `n2` is up: built at once
+        // (every linked member reported).
+        let (mut c, p) = settling(100);
+        assert_eq!(c.weigh(s(100), &p, DELAY, TIMEOUT), incomplete);
+        // `n1` is linked to `n2`: its report may still come, for a
+        // `peer_timeout` after the quorum first reported.
+        let (mut c, mut p) = settling(100);
+        p.peer_links.insert(p.members[1], (0b111, s(100)));
+        assert_eq!(c.weigh(s(100), &p, DELAY, TIMEOUT), None);
+        assert_eq!(c.weigh(s(101), &p, DELAY, TIMEOUT), None);
+        assert_eq!(c.weigh(s(102), &p, DELAY, TIMEOUT), incomplete);
+        // Links that came up a `peer_timeout` ago are settled.
+        let (mut c, mut p) = settling(97);
+        p.peer_links.insert(p.members[1], (0b111, s(100)));
+        assert_eq!(c.weigh(s(100), &p, DELAY, TIMEOUT), incomplete);
+        // A complete state never waits.
+        let (mut c, mut p) = settling(100);
+        p.peer_links.insert(p.members[1], (0b111, s(100)));
+        c.reports.insert(reporter(1), report(60, 5, 5));
+        let verdict = c.weigh(s(100), &p, DELAY, TIMEOUT);
+        assert_eq!(verdict.map(|v| v.complete), Some(true));
     }
 
     #[test]

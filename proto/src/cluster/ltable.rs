@@ -142,6 +142,9 @@ pub(crate) struct LeaderRole {
     pub ask_when_ready: BTreeSet<Id>,
 }
 
+/// Most releases [`LeaderTable::released`] keeps.
+pub(crate) const RELEASED_KEPT: usize = 4096;
+
 /// A leader's part of one epoch.
 #[derive(Debug)]
 pub(crate) struct LeaderTable {
@@ -175,6 +178,11 @@ pub(crate) struct LeaderTable {
     /// Late reports passed on before this leader installed the state
     /// (the collector's own copy waits for a later call): weighed then.
     pub late_early: Vec<(Id, LateTickets)>,
+    /// Owner: the held locks that homes not counted yet released (their
+    /// own `UNLOCK`), with their fences: a late report taken before the
+    /// release still lists them, and the epoch knew them (at most
+    /// [`RELEASED_KEPT`]; past it a late report may wait for the next).
+    pub released: BTreeSet<(Id, ObjectName, u64, u64)>,
     /// As the owner of namespaces: their transactions.
     pub tx: super::tx::TxOwner,
     /// Owner: the waiting tickets that asked for progress, by object, with
@@ -203,6 +211,7 @@ impl LeaderTable {
             self_in_state: false,
             late_in: None,
             late_early: Vec::new(),
+            released: BTreeSet::new(),
             tx: super::tx::TxOwner::default(),
             progress: BTreeMap::new(),
             progress_dirty: BTreeSet::new(),

@@ -154,6 +154,7 @@ impl Core {
         c.handover.own_report = None; // its lines are of the old epoch: ignored
         c.handover.own_state = None;
         c.handover.state_pending = None;
+        c.handover.late_pending.clear();
         c.home.unsent.clear();
         c.leader.early.clear();
         c.leader.ask_when_ready.clear();

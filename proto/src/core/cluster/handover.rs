@@ -260,8 +260,8 @@ impl Core {
     /// Builds the epoch's state once a quorum reported and it is complete,
     /// or after `peer_timeout` with the lock-delay.
     pub(crate) fn check_collect(&mut self, now: Now) {
-        let c = &self.cluster;
-        let Some(collect) = c.handover.collect.as_ref() else {
+        let c = &mut self.cluster;
+        let Some(collect) = c.handover.collect.as_mut() else {
             return;
         };
         let Some(verdict) =
@@ -367,6 +367,7 @@ impl Core {
             }
         }
         self.cluster.handover.state_pending = Some((epoch, others, msgs));
+        self.cluster.handover.late_pending.clear();
     }
 
     /// A link to `id` came up: if it is a leader of this epoch that has not
@@ -379,12 +380,16 @@ impl Core {
         };
         if *e != epoch {
             self.cluster.handover.state_pending = None;
+            self.cluster.handover.late_pending.clear();
             return;
         }
         if !waiting.contains(id) {
             return;
         }
-        let msgs = msgs.clone();
+        let mut msgs = msgs.clone();
+        for lines in self.cluster.handover.late_pending.values() {
+            msgs.extend(lines.iter().cloned());
+        }
         for m in msgs {
             self.send(To::Agent(id), m);
         }

@@ -95,6 +95,7 @@ impl Core {
                 let keep = self.cluster.cfg.plant == Plant::TxKeepClosed
                     && crate::vocab::split_var_object(&object).is_some();
                 if !self.tx_holds(from, req) && !keep {
+                    self.note_released(from, &object, req);
                     self.owner_release(now, &object, from, req);
                 }
                 Ok(())

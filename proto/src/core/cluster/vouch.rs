@@ -305,14 +305,20 @@ impl Core {
             if old_owner.as_ref() == Some(owner) {
                 return false;
             }
-            let mut by = old_owner.as_ref().and_then(|o| evidence_of(o).0);
             if plant == crate::cluster::Plant::CarryByAnswer {
-                by = answers[i];
+                return answers[i].is_none_or(|t| t > lock.answered + window);
             }
             // Kept (to end with the old owner's vouch) unless the old owner
-            // stopped acting before it could drop the lock: the window runs
-            // from its own last answer, not from the majority's.
-            by.is_none_or(|t| t > lock.answered + window)
+            // stopped acting before it could drop the lock: the windows run
+            // from its own last answer, not from the majority's. Its own
+            // move ends its acting there at once; the others' leaving, at
+            // most `stretch(peer_timeout)` later (as for an owner in
+            // between, above: one-computer seed 1842, whose old owner, the
+            // conductor, moved out itself 3.4 s after its last answer).
+            let (by, moved, _) = old_owner.as_ref().map_or((None, None, None), evidence_of);
+            let stopped = by.is_some_and(|t| t <= lock.answered + window)
+                || moved.is_some_and(|t| t <= lock.answered + own_move);
+            !stopped
         });
         carried.locks = locks;
         self.cluster.home.carried = carried;

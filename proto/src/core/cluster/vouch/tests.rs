@@ -130,9 +130,21 @@ fn the_settle_window_runs_from_the_old_owners_own_answer() {
         core.holds(&name),
         "revoked although its old owner left in time"
     );
-    // Known to have left only after that: it ends `grace` after the
-    // earlier of the two times, 100 s.
-    let (mut core, name) = carried_into_a_third_owner(104_300_000, 101_000_000);
+    // Its own move ends its acting at once, so the window for it is the
+    // whole `grace + ping_interval (1-ρ)/(1+ρ)` (about 5.25 s), not the
+    // settle window (one-computer seed 1842): known to have moved itself
+    // at 106.2 s, the lock follows...
+    let (mut core, name) = carried_into_a_third_owner(106_200_000, 101_000_000);
+    core.revoke_where_owner_lapsed(now(104_600_000));
+    assert!(!core.cluster.home.carried.locks.contains_key(&name));
+    core.revoke_where_owner_lapsed(now(105_100_000));
+    assert!(
+        core.holds(&name),
+        "revoked although its old owner moved in time"
+    );
+    // ...known only at 106.3 s, it ends `grace` after the majority
+    // contact of 100 s.
+    let (mut core, name) = carried_into_a_third_owner(106_300_000, 101_000_000);
     core.revoke_where_owner_lapsed(now(104_600_000));
     assert!(core.cluster.home.carried.locks.contains_key(&name));
     core.revoke_where_owner_lapsed(now(104_900_000));
@@ -151,9 +163,9 @@ fn the_settle_window_runs_from_the_old_owners_own_answer() {
 /// `grace` after what it vouched for unless it follows its new owner.
 #[test]
 fn the_settle_window_runs_from_the_old_owners_latest_answer_acting_or_not() {
-    // Known to have left at 104.5 s: past 101 s + the window (3.2 s),
-    // within 101.6 s + the window.
-    let (mut core, name) = carried_into_a_third_owner(104_500_000, 101_600_000);
+    // Known to have moved at 106.8 s: past 101 s + its window (about
+    // 5.25 s), within 101.6 s + the window.
+    let (mut core, name) = carried_into_a_third_owner(106_800_000, 101_600_000);
     core.revoke_where_owner_lapsed(now(104_600_000));
     assert!(!core.cluster.home.carried.locks.contains_key(&name));
     core.revoke_where_owner_lapsed(now(105_100_000));
@@ -162,7 +174,7 @@ fn the_settle_window_runs_from_the_old_owners_latest_answer_acting_or_not() {
         "revoked although its old owner heard this agent late enough"
     );
     // Without that later answer, the same move is too late.
-    let (mut core, name) = carried_into_a_third_owner(104_500_000, 101_000_000);
+    let (mut core, name) = carried_into_a_third_owner(106_800_000, 101_000_000);
     core.revoke_where_owner_lapsed(now(104_600_000));
     assert!(core.cluster.home.carried.locks.contains_key(&name));
     core.revoke_where_owner_lapsed(now(105_000_000));
