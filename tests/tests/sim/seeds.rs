@@ -3,7 +3,27 @@
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 24] = [
+pub const R1_FIXED: [(u64, &str); 29] = [
+    (
+        1842,
+        "R1: the old owner, a conductor back from a cut, moved out of its epoch itself 3.4 s after its last answer; its own move was weighed against the settle window (3.2 s) like the others' leaving, and the lock was revoked although the owner could not have dropped it before 5.25 s: an old owner's own move now has the window of an owner in between's",
+    ),
+    (
+        1845,
+        "R1: the collector passed a home's late report on while the new owner had no link to it; the owner got the state later but never the report, never counted the home, and the home revoked: the collector now sends the latest late report of each home after the state to a leader that has not acted yet",
+    ),
+    (
+        4125,
+        "R1: a conductor back from a cut, whose epoch the others adopted, built its state from the first quorum of reports while its links were still coming up, without the previous leaders' tables that knew a healthy home's lock; that home had to revoke: an incomplete state now waits, a peer_timeout at most, for a member a linked member is linked to while the collector's links come up",
+    ),
+    (
+        4357,
+        "R1: a client closed between its agent's report and the report's weighing; the owner no longer had that lock and refused the report, so the agent was never counted and revoked every lock: a lock its home released is no longer held against its late report",
+    ),
+    (
+        4857,
+        "R1: the owner's pause ended just as the others noticed it; it answered as not acting (its quorum's answers had aged) and was cut off one way 0.3 s later; the home's lock ended with the vouch from before the pause, 0.05 s before the next epoch's owner answered: an owner that acted in the view now vouches with its later answers there too",
+    ),
     (
         5952,
         "R1: the conductor n0, cut off one way, elected E1 over answers 0.5 s old; the others adopted it when the cut healed 30 s later and hot0, held by n2, moved from its healthy owner n1 (vouched for from 197.14 s) to n0, which became acting in E2 at 199.82 s, 20 ms before it was cut off one way again: n2's ping of 199.67 s had been answered as not acting and the next one was lost, so the lock ended at 197.14 s + grace, 0.5 s before n1 answered as acting in E3. An owner that starts acting now answers again, as acting, the latest ping it answered as not acting (reanswer_pings)",
