@@ -431,7 +431,7 @@ mod tests {
 /// member of what it weighs.
 #[cfg(test)]
 mod weigh {
-    use std::collections::{BTreeSet, VecDeque};
+    use std::collections::BTreeSet;
     use std::net::SocketAddr;
 
     use super::*;
@@ -471,15 +471,8 @@ mod weigh {
     /// A link to member `i`, up since `since`.
     fn link(c: &mut Cluster, i: u16, since: u64) {
         let link = Link {
-            name: format!("n{i}"),
-            addr: addr(i),
             id: Some(id(i)),
-            pings: VecDeque::new(),
-            closing: false,
-            ahead: 0,
-            since: at(since).mono,
-            answered: None,
-            reanswer: None,
+            ..Link::new(format!("n{i}"), addr(i), at(since).mono)
         };
         c.peers.links.insert(PeerId(u64::from(i)), link);
     }

@@ -285,15 +285,8 @@ mod tests {
         let mut p = Peers::new((0..3).map(addr).collect());
         for &i in linked {
             let link = super::super::links::Link {
-                name: format!("n{i}"),
-                addr: addr(i),
                 id: Some(reporter(i)),
-                pings: std::collections::VecDeque::new(),
-                closing: false,
-                ahead: 0,
-                since: Time::ZERO,
-                answered: None,
-                reanswer: None,
+                ..super::super::links::Link::new(format!("n{i}"), addr(i), Time::ZERO)
             };
             p.links.insert(crate::vocab::PeerId(u64::from(i)), link);
         }

@@ -230,6 +230,24 @@ pub(crate) struct Link {
     pub reanswer: Option<u64>,
 }
 
+impl Link {
+    /// A link that came up at `since`, its agent not known yet (`id`
+    /// comes with its `LOCKSTARTED`).
+    pub fn new(name: String, addr: SocketAddr, since: Time) -> Link {
+        Link {
+            name,
+            addr,
+            id: None,
+            pings: VecDeque::new(),
+            closing: false,
+            ahead: 0,
+            since,
+            answered: None,
+            reanswer: None,
+        }
+    }
+}
+
 /// How far the sender's wall clock (`wall=`, ms) is ahead of ours; never
 /// more than [`MAX_EPOCH_AHEAD`](super::persist::MAX_EPOCH_AHEAD) (a
 /// message saying more is refused before it gets here).
@@ -252,15 +270,9 @@ mod tests {
 
     fn link(addr: SocketAddr, id: Option<&str>, closing: bool) -> Link {
         Link {
-            name: "x".to_owned(),
-            addr,
             id: id.map(Id::from),
-            pings: VecDeque::new(),
             closing,
-            ahead: 0,
-            since: Time::ZERO,
-            answered: None,
-            reanswer: None,
+            ..Link::new("x".to_owned(), addr, Time::ZERO)
         }
     }
 

@@ -8,7 +8,6 @@ use crate::core::{Core, InputError, Output};
 use crate::time::Now;
 use crate::vocab::PeerId;
 use crate::wire::Message;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -57,15 +56,8 @@ impl Core {
         self.cluster.peers.links.insert(
             peer,
             Link {
-                name,
-                addr,
-                id: None,
-                pings: VecDeque::new(),
                 closing,
-                ahead: 0,
-                since: now.mono,
-                answered: None,
-                reanswer: None,
+                ..Link::new(name, addr, now.mono)
             },
         );
         if !closing {

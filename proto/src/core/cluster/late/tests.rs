@@ -163,15 +163,8 @@ fn a_late_report_passed_on_while_a_leader_waits_for_the_state_follows_the_state(
     core.cluster.peers.links.insert(
         crate::vocab::PeerId(1),
         crate::cluster::links::Link {
-            name: "n2".to_owned(),
-            addr: addr(4002),
             id: Some(n2.clone()),
-            pings: std::collections::VecDeque::new(),
-            closing: false,
-            ahead: 0,
-            since: Time::ZERO,
-            answered: None,
-            reanswer: None,
+            ..crate::cluster::links::Link::new("n2".to_owned(), addr(4002), Time::ZERO)
         },
     );
     core.send_pending_state(&n2);

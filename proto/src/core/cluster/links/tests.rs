@@ -42,15 +42,8 @@ fn agent() -> (Core, Id) {
     c.peers.links.insert(
         PeerId(1),
         Link {
-            name: "n0".to_owned(),
-            addr: addr(4000),
             id: Some(n0.clone()),
-            pings: VecDeque::new(),
-            closing: false,
-            ahead: 0,
-            since: Time::ZERO,
-            answered: None,
-            reanswer: None,
+            ..Link::new("n0".to_owned(), addr(4000), Time::ZERO)
         },
     );
     (core, n0)
