@@ -1,5 +1,6 @@
 //! The message: what one line of the snapcommunicator grammar carries.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Most parameters one message may carry. The protocol uses at most a dozen;
@@ -30,7 +31,9 @@ pub struct Message {
     pub service: String,
     /// The UPPERCASE command.
     pub command: String,
-    params: Vec<(String, Vec<u8>)>,
+    /// A name the protocol knows is borrowed, any other owned: most
+    /// messages then allocate nothing for their names.
+    params: Vec<(Cow<'static, str>, Vec<u8>)>,
 }
 
 impl Message {
@@ -60,19 +63,14 @@ impl Message {
         self.set_vec(name, value);
     }
 
-    /// Adds or replaces a parameter, taking its name and value as they
-    /// are: the parser's way, one allocation less for each.
-    pub(crate) fn set_parsed(&mut self, name: String, value: Vec<u8>) {
-        match self.params.binary_search_by(|(n, _)| n.as_str().cmp(&name)) {
-            Ok(i) => self.params[i].1 = value,
-            Err(i) => self.params.insert(i, (name, value)),
-        }
-    }
-
     fn set_vec(&mut self, name: &str, value: Vec<u8>) {
-        match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+        match self.params.binary_search_by(|(n, _)| (**n).cmp(name)) {
             Ok(i) => self.params[i].1 = value,
-            Err(i) => self.params.insert(i, (name.to_owned(), value)),
+            Err(i) => {
+                let name =
+                    known_name(name).map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed);
+                self.params.insert(i, (name, value))
+            }
         }
     }
 
@@ -86,7 +84,7 @@ impl Message {
     /// The raw value of a parameter.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         self.params
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
+            .binary_search_by(|(n, _)| (**n).cmp(name))
             .ok()
             .map(|i| self.params[i].1.as_slice())
     }
@@ -98,7 +96,7 @@ impl Message {
 
     /// Removes a parameter, returning its value.
     pub fn remove(&mut self, name: &str) -> Option<Vec<u8>> {
-        match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+        match self.params.binary_search_by(|(n, _)| (**n).cmp(name)) {
             Ok(i) => Some(self.params.remove(i).1),
             Err(_) => None,
         }
@@ -106,7 +104,7 @@ impl Message {
 
     /// The parameters, sorted by name.
     pub fn params(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.params.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
+        self.params.iter().map(|(n, v)| (&**n, v.as_slice()))
     }
 
     /// Number of parameters.
@@ -125,6 +123,39 @@ impl fmt::Display for Message {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
     }
+}
+
+/// The parameter names of snaplock(7) and of the peer messages, as
+/// `'static` strings: a message keeps these without allocating. Any other
+/// valid name is kept as well, in its own allocation.
+fn known_name(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "object_name" => "object_name",
+        "tag" => "tag",
+        "pid" => "pid",
+        "key" => "key",
+        "duration" => "duration",
+        "timeout" => "timeout",
+        "timeout_date" => "timeout_date",
+        "fence" => "fence",
+        "error" => "error",
+        "description" => "description",
+        "mode" => "mode",
+        "limit" => "limit",
+        "policy" => "policy",
+        "quiet" => "quiet",
+        "owner" => "owner",
+        "detach" => "detach",
+        "progress" => "progress",
+        "min_uptime" => "min_uptime",
+        "min_trust" => "min_trust",
+        "unlock_duration" => "unlock_duration",
+        "namespace" => "namespace",
+        "message" => "message",
+        "reason" => "reason",
+        "command" => "command",
+        _ => return None,
+    })
 }
 
 /// Whether `name` is a valid parameter, server or service name:

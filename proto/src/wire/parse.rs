@@ -237,12 +237,15 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
             value = unescape(&line[pos..end], false);
             pos = if end < line.len() { end + 1 } else { end };
         }
-        let name = ascii(name);
+        // Checked to be ASCII, so always text.
+        let Ok(name) = std::str::from_utf8(name) else {
+            return err(eq - name.len(), ParseErrorKind::BadParameterName);
+        };
         // As in snapcommunicator, a repeated name replaces the earlier value.
-        if msg.param_count() == MAX_PARAMS && msg.get(&name).is_none() {
+        if msg.param_count() == MAX_PARAMS && msg.get(name).is_none() {
             return err(eq - name.len(), ParseErrorKind::TooManyParameters);
         }
-        msg.set_parsed(name, value);
+        msg.set_owned(name, value);
     }
     Ok(msg)
 }
