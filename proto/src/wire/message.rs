@@ -178,8 +178,13 @@ pub fn is_valid_command(name: &[u8]) -> bool {
 
 /// Appends `v` in decimal, without the formatting machinery (numbers are
 /// written by the million in a handover).
-pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     let mut digits = [0u8; 20];
+    out.extend_from_slice(decimal(v, &mut digits).as_bytes());
+}
+
+/// `v` in decimal, written at the end of `digits`: the digits' slice.
+pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &str {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -189,5 +194,5 @@ pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[at..]);
+    std::str::from_utf8(&digits[at..]).unwrap_or_default()
 }
