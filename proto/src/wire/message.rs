@@ -81,6 +81,16 @@ impl Message {
         self.set_vec(name, digits);
     }
 
+    /// Adds or replaces a parameter whose value is a signed number.
+    pub fn set_i64(&mut self, name: &str, value: i64) {
+        let mut digits = Vec::with_capacity(20);
+        if value < 0 {
+            digits.push(b'-');
+        }
+        put_u64(&mut digits, value.unsigned_abs());
+        self.set_vec(name, digits);
+    }
+
     /// The raw value of a parameter.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         // A message has a handful of parameters and a request asks for a
