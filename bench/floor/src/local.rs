@@ -6,11 +6,13 @@
 //! still served one holder at a time; nothing else: no tickets, no leases,
 //! no timers, no deadlines, no credentials, no checks of the request, no
 //! metrics. Lines are read and replies written as the agent does: every
-//! readable socket drained into its connection's buffer, every buffer
-//! written once at the end of an iteration. Any correct agent does all of
+//! readable socket read into one buffer and copied to its connection's,
+//! until a short read (no read only to hear EAGAIN), every buffer written
+//! once at the end of an iteration. Any correct agent does all of
 //! this and more, so no agent on this computer can beat it.
 
 use std::collections::{HashMap, VecDeque};
+use std::io::ErrorKind;
 use std::time::Duration;
 
 use mio::net::{UnixListener, UnixStream};
@@ -88,11 +90,16 @@ pub fn run(socket: &str) {
     let mut dirty: Vec<usize> = Vec::new();
     let mut events = Events::with_capacity(1024);
     let mut inb: Vec<u8> = Vec::new();
+    let mut read_buf = vec![0u8; 16384];
 
     loop {
         // a socket that took only part of its buffer is written again at once
-        poll.poll(&mut events, (!dirty.is_empty()).then_some(Duration::ZERO))
-            .expect("poll");
+        match poll.poll(&mut events, (!dirty.is_empty()).then_some(Duration::ZERO)) {
+            Ok(()) => {}
+            // a signal (a profiler's, say) is not a reason to stop
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => panic!("poll: {e}"),
+        }
         for ev in events.iter() {
             let c = match ev.token() {
                 CLIENTS => {
@@ -110,7 +117,7 @@ pub fn run(socket: &str) {
             let Some(conn) = clients.get_mut(&c) else {
                 continue;
             };
-            let open = conn.fill() && conn.inb.len() <= MAX_LINE * 64;
+            let open = conn.fill_from(&mut read_buf) && conn.inb.len() <= MAX_LINE * 64;
             std::mem::swap(&mut inb, &mut conn.inb);
             lines(&mut inb, |l| {
                 let object = param(l, b"object_name").unwrap_or_default();

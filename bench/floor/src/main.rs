@@ -77,6 +77,26 @@ impl<S: Read + Write> Conn<S> {
             }
         }
     }
+    /// Reads as the agent does: into one buffer shared by all, stopping
+    /// at a short read, which emptied the socket (readiness is
+    /// edge-triggered: bytes that come later raise a new event), so no
+    /// read is made only to hear EAGAIN. False as for `fill`.
+    fn fill_from(&mut self, buf: &mut [u8]) -> bool {
+        loop {
+            match self.s.read(buf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.inb.extend_from_slice(&buf[..n]);
+                    if n < buf.len() {
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
     fn flush(&mut self) -> bool {
         let mut off = 0;
         while off < self.out.len() {
