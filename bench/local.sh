@@ -15,6 +15,9 @@
 # WAITS ["read poll"] (lockgen --wait of the line clients; Redis has one way)
 # SYSTEMS ["floor snaplock redis", plus snaplock-old with OLD]
 # REDIS_PORT [16392] OUT [bench/results/local-<UTC time>.jsonl]
+# SERVER_CPUS, CLIENT_CPUS [unset]: taskset CPU lists for the systems and
+# for lockgen (one client's latency depends on whether it shares a CPU
+# with its server: a wake-up across CPUs costs more than a switch on one)
 #
 # Every (workload, rep) runs each system in turn, so a slower moment of the
 # machine falls on all of them. The floor is not a lock service: one process
@@ -56,6 +59,10 @@ case " $SYSTEMS " in *" redis "*)
     fi ;;
 esac
 
+pin_server=() pin_client=()
+[ -z "${SERVER_CPUS:-}" ] || pin_server=(taskset -c "$SERVER_CPUS")
+[ -z "${CLIENT_CPUS:-}" ] || pin_client=(taskset -c "$CLIENT_CPUS")
+
 work=$(mktemp -d)
 pids=()
 stop_all() {
@@ -79,13 +86,13 @@ wait_socket() { # path
 }
 for sys in $SYSTEMS; do
     case $sys in
-        floor) "$top/target/floor/release/snaplock-floor" local "$work/floor.sock" &
+        floor) "${pin_server[@]}" "$top/target/floor/release/snaplock-floor" local "$work/floor.sock" &
                pids+=($!); wait_socket "$work/floor.sock" ;;
-        snaplock) "$top/target/release/snaplockd" --socket "$work/snaplock.sock" --log-level warn &
+        snaplock) "${pin_server[@]}" "$top/target/release/snaplockd" --socket "$work/snaplock.sock" --log-level warn &
                pids+=($!); wait_socket "$work/snaplock.sock" ;;
-        snaplock-old) "$OLD" --socket "$work/snaplock-old.sock" --log-level warn &
+        snaplock-old) "${pin_server[@]}" "$OLD" --socket "$work/snaplock-old.sock" --log-level warn &
                pids+=($!); wait_socket "$work/snaplock-old.sock" ;;
-        redis) redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --protected-mode yes --save "" \
+        redis) "${pin_server[@]}" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --protected-mode yes --save "" \
                    --appendonly no --daemonize no --dir "$work" --logfile "$work/redis.log" &
                pids+=($!)
                for _ in $(seq 100); do
@@ -102,7 +109,7 @@ status=0
 run() { # label workload clients args...
     local label=$1 wl=$2 c=$3; shift 3
     local rc=0
-    timeout "$limit" "$LOCKGEN" "$@" --duration "$DURATION" --workload "$wl" --clients "$c" \
+    timeout "$limit" "${pin_client[@]}" "$LOCKGEN" "$@" --duration "$DURATION" --workload "$wl" --clients "$c" \
         --label "$label" --key-prefix "$label-$wl-$c" >>"$OUT" || rc=$?
     if [ "$rc" -eq 3 ]; then
         echo "!! $label $wl c=$c: safety violation (see $OUT)" >&2; status=3
