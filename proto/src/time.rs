@@ -67,14 +67,26 @@ impl UnixTime {
     /// Formats as Unix seconds, with a decimal part only when there is one
     /// (`1700000005`, `1700000005.25`).
     pub fn to_wire(self) -> String {
+        // Written digit by digit: every LOCKED carries one.
         let secs = self.0 / 1_000_000;
-        let frac = self.0 % 1_000_000;
-        if frac == 0 {
-            secs.to_string()
-        } else {
-            let s = format!("{secs}.{frac:06}");
-            s.trim_end_matches('0').to_owned()
+        let mut frac = self.0 % 1_000_000;
+        let mut out = String::with_capacity(28);
+        out.push_str(crate::wire::decimal(secs, &mut [0; 20]));
+        if frac != 0 {
+            out.push('.');
+            let mut digits = 6;
+            while frac % 10 == 0 {
+                frac /= 10;
+                digits -= 1;
+            }
+            let mut buf = [0; 20];
+            let frac = crate::wire::decimal(frac, &mut buf);
+            for _ in frac.len()..digits {
+                out.push('0');
+            }
+            out.push_str(frac);
         }
+        out
     }
 
     /// Reads Unix seconds, integer or decimal (at most 9 decimals; digits
@@ -247,6 +259,24 @@ mod tests {
         assert_eq!(UnixTime(1_700_000_005_000_000).to_wire(), "1700000005");
         assert_eq!(UnixTime(1_700_000_005_250_000).to_wire(), "1700000005.25");
         assert_eq!(UnixTime(1).to_wire(), "0.000001");
+        for t in [
+            0,
+            10,
+            999_999,
+            1_000_001,
+            1_700_000_005_000_100,
+            1_700_000_005_120_000,
+            u64::MAX,
+        ] {
+            let (secs, frac) = (t / 1_000_000, t % 1_000_000);
+            let printed = format!("{secs}.{frac:06}");
+            let printed = if frac == 0 {
+                secs.to_string()
+            } else {
+                printed.trim_end_matches('0').to_owned()
+            };
+            assert_eq!(UnixTime(t).to_wire(), printed, "{t}");
+        }
     }
 
     #[test]

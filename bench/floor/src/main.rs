@@ -1,8 +1,12 @@
-//! The floor of what a grant agreed by a majority of three leaders costs
-//! on one machine: three processes that speak just enough of the client
-//! protocol for lockgen, and nothing else.
+//! The floor of what a grant costs on one machine: processes that speak
+//! just enough of the client protocol for lockgen, and nothing else.
 //!
 //!     snaplock-floor direct|owner INDEX SOCKET PORT0,PORT1,PORT2
+//!     snaplock-floor local SOCKET
+//!
+//! `local` is one process, the floor of one agent (see `local.rs`). The
+//! other two modes are three processes, the floor of a grant agreed by a
+//! majority of three leaders.
 //!
 //! Process INDEX serves clients on SOCKET. No ticket table, no timers, no
 //! epochs, no checks: what it measures is what processes, sockets and
@@ -35,6 +39,8 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 
+mod local;
+
 const CLIENTS: Token = Token(0);
 const PEERS: Token = Token(1);
 const OUT: Token = Token(2);
@@ -65,6 +71,26 @@ impl<S: Read + Write> Conn<S> {
             match self.s.read(&mut buf) {
                 Ok(0) => return false,
                 Ok(n) => self.inb.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+    /// Reads as the agent does: into one buffer shared by all, stopping
+    /// at a short read, which emptied the socket (readiness is
+    /// edge-triggered: bytes that come later raise a new event), so no
+    /// read is made only to hear EAGAIN. False as for `fill`.
+    fn fill_from(&mut self, buf: &mut [u8]) -> bool {
+        loop {
+            match self.s.read(buf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.inb.extend_from_slice(&buf[..n]);
+                    if n < buf.len() {
+                        return true;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return false,
@@ -118,8 +144,12 @@ fn owner_of(name: &[u8], n: usize) -> usize {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "local" {
+        return local::run(&args[2]);
+    }
     if args.len() != 5 || !matches!(args[1].as_str(), "direct" | "owner") {
         eprintln!("usage: snaplock-floor direct|owner INDEX SOCKET PORT0,PORT1,PORT2");
+        eprintln!("       snaplock-floor local SOCKET");
         std::process::exit(2);
     }
     let by_owner = args[1] == "owner";

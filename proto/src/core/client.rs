@@ -176,7 +176,14 @@ impl Core {
     /// process on separate connections never collide.
     fn key_of(&self, client: ClientId, pid: Option<u64>) -> String {
         match pid {
-            Some(pid) => format!("{}/{pid}", self.config.server_name),
+            Some(pid) => {
+                let server = &self.config.server_name;
+                let mut key = String::with_capacity(server.len() + 21);
+                key.push_str(server);
+                key.push('/');
+                key.push_str(crate::wire::decimal(pid, &mut [0; 20]));
+                key
+            }
             None => {
                 let peer = self
                     .clients
@@ -337,8 +344,15 @@ impl Core {
         };
         let ticket = match target.pid {
             Some(pid) => {
-                let key = self.key_of(client, Some(pid));
-                object.tickets.iter().find(|t| *t.key == *key)
+                // `key_of(client, Some(pid))`, compared without building it
+                let mut buf = [0; 20];
+                let digits = crate::wire::decimal(pid, &mut buf);
+                let is_key = |k: &str| {
+                    k.strip_prefix(self.config.server_name.as_str())
+                        .and_then(|k| k.strip_prefix('/'))
+                        == Some(digits)
+                };
+                object.tickets.iter().find(|t| is_key(&t.key))
             }
             None => {
                 let mut own = object.tickets.iter().filter(|t| t.owner == Some(client));

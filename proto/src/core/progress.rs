@@ -248,7 +248,7 @@ impl Core {
                     msg.set("until", now.wall_of(until).to_wire());
                 }
                 if let Some(tag) = t.tag {
-                    msg.set("tag", tag.to_string());
+                    msg.set_i64("tag", tag);
                 }
                 tell.push((client, msg));
             }

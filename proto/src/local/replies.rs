@@ -11,7 +11,7 @@ pub const MAX_ECHO: usize = 256;
 fn about(command: &str, object: &[u8], tag: Option<i64>) -> Message {
     let mut msg = Message::new(command).with("object_name", object);
     if let Some(tag) = tag {
-        msg.set("tag", tag.to_string());
+        msg.set_i64("tag", tag);
     }
     msg
 }
@@ -26,7 +26,7 @@ pub fn locked(
 ) -> Message {
     let mut msg = about("LOCKED", object, tag);
     msg.set("key", key);
-    msg.set("timeout_date", timeout_date.to_wire());
+    msg.set_owned("timeout_date", timeout_date.to_wire().into_bytes());
     msg.set_u64("fence", fence);
     msg
 }
@@ -69,7 +69,7 @@ pub fn transaction_ok(namespace: &[u8], fence: u64, results: &[bool], tag: Optio
     let results: Vec<&str> = results.iter().map(|&r| if r { "1" } else { "0" }).collect();
     msg.set("results", results.join(","));
     if let Some(tag) = tag {
-        msg.set("tag", tag.to_string());
+        msg.set_i64("tag", tag);
     }
     msg
 }
@@ -85,7 +85,7 @@ pub fn transaction_failed(
     msg.set("error", why.error.as_str());
     msg.set("description", &why.description);
     if let Some(tag) = tag {
-        msg.set("tag", tag.to_string());
+        msg.set_i64("tag", tag);
     }
     msg
 }

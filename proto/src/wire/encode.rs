@@ -42,6 +42,14 @@ pub fn encode_to_vec(msg: &Message) -> Vec<u8> {
 }
 
 fn encode_value(value: &[u8], out: &mut Vec<u8>) {
+    // Most values need no escape and no quotes: copied in one go.
+    if !value
+        .iter()
+        .any(|&b| matches!(b, b'\\' | b'\n' | b'\r' | b'"' | b';'))
+    {
+        out.extend_from_slice(value);
+        return;
+    }
     let quoted = value.first() == Some(&b'"') || value.contains(&b';');
     if quoted {
         out.push(b'"');

@@ -1,5 +1,6 @@
 //! The message: what one line of the snapcommunicator grammar carries.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// Most parameters one message may carry. The protocol uses at most a dozen;
@@ -30,7 +31,9 @@ pub struct Message {
     pub service: String,
     /// The UPPERCASE command.
     pub command: String,
-    params: Vec<(String, Vec<u8>)>,
+    /// A name the protocol knows is borrowed, any other owned: most
+    /// messages then allocate nothing for their names.
+    params: Vec<(Cow<'static, str>, Vec<u8>)>,
 }
 
 impl Message {
@@ -61,9 +64,13 @@ impl Message {
     }
 
     fn set_vec(&mut self, name: &str, value: Vec<u8>) {
-        match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+        match self.params.binary_search_by(|(n, _)| (**n).cmp(name)) {
             Ok(i) => self.params[i].1 = value,
-            Err(i) => self.params.insert(i, (name.to_owned(), value)),
+            Err(i) => {
+                let name =
+                    known_name(name).map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed);
+                self.params.insert(i, (name, value))
+            }
         }
     }
 
@@ -74,12 +81,26 @@ impl Message {
         self.set_vec(name, digits);
     }
 
+    /// Adds or replaces a parameter whose value is a signed number.
+    pub fn set_i64(&mut self, name: &str, value: i64) {
+        let mut digits = Vec::with_capacity(20);
+        if value < 0 {
+            digits.push(b'-');
+        }
+        put_u64(&mut digits, value.unsigned_abs());
+        self.set_vec(name, digits);
+    }
+
     /// The raw value of a parameter.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
+        // A message has a handful of parameters and a request asks for a
+        // dozen: a scan that compares lengths first is cheaper than a
+        // binary search comparing strings (names are unique, so the first
+        // match is the one).
         self.params
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
-            .ok()
-            .map(|i| self.params[i].1.as_slice())
+            .iter()
+            .find(|(n, _)| n.len() == name.len() && **n == *name)
+            .map(|(_, v)| v.as_slice())
     }
 
     /// The value of a parameter when it is valid UTF-8.
@@ -89,7 +110,7 @@ impl Message {
 
     /// Removes a parameter, returning its value.
     pub fn remove(&mut self, name: &str) -> Option<Vec<u8>> {
-        match self.params.binary_search_by(|(n, _)| n.as_str().cmp(name)) {
+        match self.params.binary_search_by(|(n, _)| (**n).cmp(name)) {
             Ok(i) => Some(self.params.remove(i).1),
             Err(_) => None,
         }
@@ -97,7 +118,7 @@ impl Message {
 
     /// The parameters, sorted by name.
     pub fn params(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.params.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
+        self.params.iter().map(|(n, v)| (&**n, v.as_slice()))
     }
 
     /// Number of parameters.
@@ -118,6 +139,39 @@ impl fmt::Display for Message {
     }
 }
 
+/// The parameter names of snaplock(7) and of the peer messages, as
+/// `'static` strings: a message keeps these without allocating. Any other
+/// valid name is kept as well, in its own allocation.
+fn known_name(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "object_name" => "object_name",
+        "tag" => "tag",
+        "pid" => "pid",
+        "key" => "key",
+        "duration" => "duration",
+        "timeout" => "timeout",
+        "timeout_date" => "timeout_date",
+        "fence" => "fence",
+        "error" => "error",
+        "description" => "description",
+        "mode" => "mode",
+        "limit" => "limit",
+        "policy" => "policy",
+        "quiet" => "quiet",
+        "owner" => "owner",
+        "detach" => "detach",
+        "progress" => "progress",
+        "min_uptime" => "min_uptime",
+        "min_trust" => "min_trust",
+        "unlock_duration" => "unlock_duration",
+        "namespace" => "namespace",
+        "message" => "message",
+        "reason" => "reason",
+        "command" => "command",
+        _ => return None,
+    })
+}
+
 /// Whether `name` is a valid parameter, server or service name:
 /// `[A-Za-z0-9_]+`, not starting with a digit, at most [`MAX_NAME_LEN`].
 pub fn is_valid_name(name: &[u8]) -> bool {
@@ -134,8 +188,13 @@ pub fn is_valid_command(name: &[u8]) -> bool {
 
 /// Appends `v` in decimal, without the formatting machinery (numbers are
 /// written by the million in a handover).
-pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     let mut digits = [0u8; 20];
+    out.extend_from_slice(decimal(v, &mut digits).as_bytes());
+}
+
+/// `v` in decimal, written at the end of `digits`: the digits' slice.
+pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &str {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -145,5 +204,5 @@ pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[at..]);
+    std::str::from_utf8(&digits[at..]).unwrap_or_default()
 }

@@ -112,7 +112,7 @@ pub fn command_of(line: &[u8]) -> Option<&str> {
 /// Parses one line (without its `\n`; a trailing `\r` is the framer's to
 /// remove). Never panics; the work is linear in the line length.
 pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
-    let mut msg = Message::default();
+    let mut msg = Message::new("");
     let mut pos = 0;
 
     // `<server:service ` — who sent it.
@@ -237,12 +237,15 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
             value = unescape(&line[pos..end], false);
             pos = if end < line.len() { end + 1 } else { end };
         }
-        let name = ascii(name);
+        // Checked to be ASCII, so always text.
+        let Ok(name) = std::str::from_utf8(name) else {
+            return err(eq - name.len(), ParseErrorKind::BadParameterName);
+        };
         // As in snapcommunicator, a repeated name replaces the earlier value.
-        if msg.param_count() == MAX_PARAMS && msg.get(&name).is_none() {
+        if msg.param_count() == MAX_PARAMS && msg.get(name).is_none() {
             return err(eq - name.len(), ParseErrorKind::TooManyParameters);
         }
-        msg.set(&name, value);
+        msg.set_owned(name, value);
     }
     Ok(msg)
 }
@@ -250,6 +253,10 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
 /// Undoes the encoder's escapes in one left-to-right pass: `\\`, `\n`, `\r`,
 /// and `\"` inside quotes. Any other backslash pair is kept as it is.
 fn unescape(raw: &[u8], quoted: bool) -> Vec<u8> {
+    // Most values hold no backslash: one copy, without the byte loop.
+    if !raw.contains(&b'\\') {
+        return raw.to_vec();
+    }
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
@@ -276,5 +283,5 @@ fn unescape(raw: &[u8], quoted: bool) -> Vec<u8> {
 
 /// Names were checked to be ASCII before this is called.
 fn ascii(bytes: &[u8]) -> String {
-    bytes.iter().map(|&b| b as char).collect()
+    String::from_utf8_lossy(bytes).into_owned()
 }

@@ -656,3 +656,12 @@ fn numbers_are_written_in_decimal() {
         assert_eq!(m.get_str("n"), Some(v.to_string().as_str()), "{v}");
     }
 }
+
+#[test]
+fn signed_numbers_are_written_in_decimal() {
+    for v in [0, 7, -1, -10, 123_456, -123_456, i64::MAX, i64::MIN] {
+        let mut m = Message::new("X");
+        m.set_i64("n", v);
+        assert_eq!(m.get_str("n"), Some(v.to_string().as_str()), "{v}");
+    }
+}
