@@ -278,7 +278,10 @@ impl Core {
     /// that a new owner acts only at its next ping, and a new owner cut off
     /// in between leaves the home's locks on the old owner's older word.
     pub(crate) fn reanswer_pings(&mut self, now: Now) {
-        if !self.cluster.peers.reanswer_due {
+        // Checked after every input: nothing is walked until this agent
+        // acts (`answers_active` asks that first; an agent that leads
+        // nothing stops at its missing table).
+        if !self.cluster.peers.reanswer_due || !self.cluster.acting(self.last_now) {
             return;
         }
         let due: Vec<(PeerId, u64, Id)> = (self.cluster.peers.links.iter())

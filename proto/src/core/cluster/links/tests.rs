@@ -26,8 +26,8 @@ fn now(ms: u64) -> Now {
     }
 }
 
-/// Agent n2 of three, in epoch 10 led by n0 and n2, with a link (peer 1)
-/// up to n0.
+/// Agent n2 of three, in epoch 10 led by n0 and n2 (its table not ready
+/// yet), with a link (peer 1) up to n0.
 fn agent() -> (Core, Id) {
     use crate::core::Config;
     let mut config = Config::default();
@@ -39,6 +39,7 @@ fn agent() -> (Core, Id) {
     c.epoch.number = 10;
     c.epoch.leaders = vec![n0.clone(), c.me.clone()];
     c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+    c.leader.table = Some(crate::cluster::ltable::LeaderTable::new());
     c.peers.links.insert(
         PeerId(1),
         Link {
