@@ -43,7 +43,7 @@ impl Driver {
         let mut replies = Vec::new();
         while let Some(out) = self.core.poll_output() {
             if let Output::Reply { msg, .. } = out {
-                replies.push(msg.command.clone());
+                replies.push(msg.command.to_string());
             }
         }
         replies

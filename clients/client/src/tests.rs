@@ -297,7 +297,7 @@ fn lines_split_across_reads_are_put_back_together() {
     agent.join().expect("fake agent");
     assert_eq!(info.get_str("version"), Some("1.0"));
     assert_eq!(
-        client.next_event().map(|m| m.command),
+        client.next_event().map(|m| m.command.to_string()),
         Some("NOLOCK".to_owned())
     );
 }
@@ -550,7 +550,10 @@ fn a_lockwaiting_that_was_not_asked_for_is_never_taken_for_the_answer() {
     agent.join().expect("fake agent");
     assert_eq!(grant.fence, 8);
     let kept = client.recv(Some(Duration::ZERO)).expect("an event");
-    assert_eq!(kept.map(|m| m.command), Some("LOCKWAITING".to_owned()));
+    assert_eq!(
+        kept.map(|m| m.command.to_string()),
+        Some("LOCKWAITING".to_owned())
+    );
 }
 
 #[test]
@@ -572,7 +575,7 @@ fn readiness_told_unasked_is_never_the_answer_to_another_request() {
     let info = client.info().expect("answered");
     assert_eq!(info.get_str("ready"), Some("false"));
     assert_eq!(
-        client.next_event().map(|m| m.command),
+        client.next_event().map(|m| m.command.to_string()),
         Some("NOLOCK".to_owned())
     );
     // Give the old push time to arrive before asking again.

@@ -124,26 +124,44 @@ pub(crate) fn fence_base(epoch: u64) -> u64 {
     epoch.saturating_mul(1 << 20)
 }
 
-/// The epochs and fences of a peer message, checked against the limits.
+/// The epochs and fences of a peer message, checked against the limits:
+/// the first epoch too far ahead (`epoch`, `max_epoch`, `prev_epoch`,
+/// `ready_epoch`, `wall`), else the first fence (`fence`, `floor`, `base`).
+/// One pass over the parameters: every peer message comes through here.
 pub(crate) fn too_far(now: Now, msg: &Message) -> Option<(&'static str, u64)> {
-    let num = |name: &str| msg.get_str(name).and_then(|v| v.parse::<u64>().ok());
+    let (epochs, fences) = (epoch_limit(now), fence_limit(now));
     // `wall=` is a wall clock in ms, as epochs are: a conductor follows it.
-    let epochs = ["epoch", "max_epoch", "prev_epoch", "ready_epoch", "wall"];
-    for name in epochs {
-        if let Some(v) = num(name) {
-            if v > epoch_limit(now) {
-                return Some((name, v));
-            }
+    // The epochs' names sort in the order they are checked in; the fences'
+    // do not, so the first of theirs in that order is kept.
+    let mut fence: Option<(usize, &'static str, u64)> = None;
+    for (name, value) in msg.params() {
+        let (name, limit, rank) = match name {
+            "epoch" => ("epoch", epochs, None),
+            "max_epoch" => ("max_epoch", epochs, None),
+            "prev_epoch" => ("prev_epoch", epochs, None),
+            "ready_epoch" => ("ready_epoch", epochs, None),
+            "wall" => ("wall", epochs, None),
+            "fence" => ("fence", fences, Some(0)),
+            "floor" => ("floor", fences, Some(1)),
+            "base" => ("base", fences, Some(2)),
+            _ => continue,
+        };
+        let Some(v) = std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if v <= limit {
+            continue;
+        }
+        match rank {
+            None => return Some((name, v)),
+            Some(r) if fence.is_none_or(|(best, _, _)| r < best) => fence = Some((r, name, v)),
+            Some(_) => {}
         }
     }
-    for name in ["fence", "floor", "base"] {
-        if let Some(v) = num(name) {
-            if v > fence_limit(now) {
-                return Some((name, v));
-            }
-        }
-    }
-    None
+    fence.map(|(_, name, v)| (name, v))
 }
 
 /// Checks the fences of tickets a peer sent (reports, states).
@@ -229,5 +247,47 @@ mod tests {
         let year_2500_ms = 16_725_225_600_000u64;
         let limit = year_2500_ms + 7 * 86_400_000 + 2;
         assert!(limit.checked_mul(1 << 20).is_some());
+    }
+
+    #[test]
+    fn a_peer_message_too_far_ahead_names_its_first_epoch_else_its_first_fence() {
+        let now = Now {
+            mono: Time::ZERO,
+            wall: crate::time::UnixTime(1_800_000_000_000_000),
+        };
+        let (e, f) = (epoch_limit(now), fence_limit(now));
+        let m = |params: &[(&str, u64)]| {
+            let mut m = Message::new("LOCKED");
+            for (n, v) in params {
+                m.set_u64(n, *v);
+            }
+            too_far(now, &m)
+        };
+        assert_eq!(m(&[("epoch", e), ("fence", f), ("req", u64::MAX)]), None);
+        assert_eq!(m(&[("epoch", e + 1)]), Some(("epoch", e + 1)));
+        assert_eq!(
+            m(&[("wall", e + 1), ("fence", f + 1)]),
+            Some(("wall", e + 1))
+        );
+        assert_eq!(
+            m(&[("max_epoch", e + 2), ("wall", e + 1)]),
+            Some(("max_epoch", e + 2))
+        );
+        // `fence` before `floor` before `base`, whatever their order on the wire.
+        assert_eq!(
+            m(&[("base", f + 3), ("floor", f + 2), ("fence", f + 1)]),
+            Some(("fence", f + 1))
+        );
+        assert_eq!(
+            m(&[("base", f + 3), ("floor", f + 2)]),
+            Some(("floor", f + 2))
+        );
+        assert_eq!(m(&[("base", f + 3), ("floor", f)]), Some(("base", f + 3)));
+        // An epoch within the limit but beyond the fences' is no fence.
+        assert_eq!(m(&[("epoch", e), ("floor", e)]), None);
+        // A value that is not a number is not checked here.
+        let mut bad = Message::new("LOCKED");
+        bad.set("epoch", "x");
+        assert_eq!(too_far(now, &bad), None);
     }
 }

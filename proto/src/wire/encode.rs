@@ -41,12 +41,20 @@ pub fn encode_to_vec(msg: &Message) -> Vec<u8> {
     out
 }
 
+/// The bytes a value cannot carry as they are: `\\`, LF, CR, `"`, `;`.
+const SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'\\' as usize] = true;
+    t[b'\n' as usize] = true;
+    t[b'\r' as usize] = true;
+    t[b'"' as usize] = true;
+    t[b';' as usize] = true;
+    t
+};
+
 fn encode_value(value: &[u8], out: &mut Vec<u8>) {
     // Most values need no escape and no quotes: copied in one go.
-    if !value
-        .iter()
-        .any(|&b| matches!(b, b'\\' | b'\n' | b'\r' | b'"' | b';'))
-    {
+    if !value.iter().any(|&b| SPECIAL[usize::from(b)]) {
         out.extend_from_slice(value);
         return;
     }

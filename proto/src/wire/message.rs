@@ -19,7 +19,12 @@ pub const MAX_NAME_LEN: usize = 64;
 /// order the grammar fixes and two equal messages compare equal.
 /// Values are bytes: an object name may carry anything the grammar can
 /// escape, and it is echoed back exactly.
-#[derive(Clone, Default, PartialEq, Eq)]
+///
+/// The values live back to back in one buffer and a parameter is its name
+/// and a range of it: a message costs one allocation for its values and one
+/// for its table, however many parameters it has (agents exchange them by
+/// the hundred thousand a second).
+#[derive(Clone, Default)]
 pub struct Message {
     /// `<server:service ` prefix: who sent it (empty when absent).
     pub sent_from_server: String,
@@ -30,17 +35,32 @@ pub struct Message {
     /// Destination service (`service/` part of the destination prefix).
     pub service: String,
     /// The UPPERCASE command.
-    pub command: String,
-    /// A name the protocol knows is borrowed, any other owned: most
-    /// messages then allocate nothing for their names.
-    params: Vec<(Cow<'static, str>, Vec<u8>)>,
+    pub command: Command,
+    /// Sorted by name. A name the protocol knows is borrowed, any other
+    /// owned: most messages then allocate nothing for their names.
+    params: Vec<Param>,
+    /// The values, each at its parameter's range. A replaced or removed
+    /// value leaves its bytes behind until the message is dropped: a
+    /// message is built once and read once, so that is bounded by what
+    /// was written to it.
+    values: Vec<u8>,
 }
+
+#[derive(Clone)]
+struct Param {
+    name: Cow<'static, str>,
+    start: usize,
+    end: usize,
+}
+
+/// Room for the values of the protocol's messages, in one allocation.
+const VALUES_ROOM: usize = 96;
 
 impl Message {
     /// A message with `command` and no parameter.
     pub fn new(command: &str) -> Message {
         Message {
-            command: command.to_owned(),
+            command: Command::from(command),
             // Room for what the protocol's messages carry, in one allocation.
             params: Vec::with_capacity(8),
             ..Message::default()
@@ -55,40 +75,88 @@ impl Message {
 
     /// Adds or replaces a parameter.
     pub fn set(&mut self, name: &str, value: impl AsRef<[u8]>) {
-        self.set_vec(name, value.as_ref().to_vec());
+        let value = value.as_ref();
+        let start = self.start_value(value.len());
+        self.values.extend_from_slice(value);
+        self.end_value(name, start);
     }
 
-    /// Adds or replaces a parameter, taking the value as it is (no copy).
+    /// Adds or replaces a parameter, taking the value as it is.
     pub fn set_owned(&mut self, name: &str, value: Vec<u8>) {
-        self.set_vec(name, value);
-    }
-
-    fn set_vec(&mut self, name: &str, value: Vec<u8>) {
-        match self.params.binary_search_by(|(n, _)| (**n).cmp(name)) {
-            Ok(i) => self.params[i].1 = value,
-            Err(i) => {
-                let name =
-                    known_name(name).map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed);
-                self.params.insert(i, (name, value))
-            }
-        }
+        self.set(name, value);
     }
 
     /// Adds or replaces a parameter whose value is a number.
     pub fn set_u64(&mut self, name: &str, value: u64) {
-        let mut digits = Vec::with_capacity(20);
-        put_u64(&mut digits, value);
-        self.set_vec(name, digits);
+        let mut digits = [0u8; 20];
+        self.set(name, decimal(value, &mut digits));
     }
 
     /// Adds or replaces a parameter whose value is a signed number.
     pub fn set_i64(&mut self, name: &str, value: i64) {
-        let mut digits = Vec::with_capacity(20);
+        let mut digits = [0u8; 20];
+        let abs = decimal(value.unsigned_abs(), &mut digits);
+        let start = self.start_value(abs.len() + 1);
         if value < 0 {
-            digits.push(b'-');
+            self.values.push(b'-');
         }
-        put_u64(&mut digits, value.unsigned_abs());
-        self.set_vec(name, digits);
+        self.values.extend_from_slice(abs.as_bytes());
+        self.end_value(name, start);
+    }
+
+    /// Where the next value starts, with room for `len` more bytes.
+    pub(super) fn start_value(&mut self, len: usize) -> usize {
+        if self.values.capacity() == 0 {
+            self.values.reserve(len.max(VALUES_ROOM));
+        }
+        self.values.len()
+    }
+
+    /// The bytes written since `start` are the value of `name`.
+    pub(super) fn end_value(&mut self, name: &str, start: usize) {
+        self.end_value_known(name, None, start);
+    }
+
+    /// [`end_value`](Self::end_value), with the protocol's own copy of the
+    /// name when the caller already looked it up.
+    pub(super) fn end_value_known(
+        &mut self,
+        name: &str,
+        known: Option<&'static str>,
+        start: usize,
+    ) {
+        let end = self.values.len();
+        // Parameters mostly come in order (the encoder writes them so, and
+        // a parser reads them so): appended without a search.
+        let at = match self.params.last() {
+            Some(last) if *last.name < *name => Err(self.params.len()),
+            None => Err(0),
+            Some(_) => self.params.binary_search_by(|p| (*p.name).cmp(name)),
+        };
+        match at {
+            Ok(i) => (self.params[i].start, self.params[i].end) = (start, end),
+            Err(i) => {
+                let name = known
+                    .or_else(|| known_name(name.as_bytes()))
+                    .map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed);
+                self.params.insert(i, Param { name, start, end })
+            }
+        }
+    }
+
+    /// Reserves room for `len` more value bytes (a parser knows its line).
+    pub(super) fn reserve_values(&mut self, len: usize) {
+        self.values.reserve(len);
+    }
+
+    /// Appends to the value being written (between `start_value` and
+    /// `end_value`).
+    pub(super) fn value_bytes(&mut self) -> &mut Vec<u8> {
+        &mut self.values
+    }
+
+    fn value(&self, p: &Param) -> &[u8] {
+        &self.values[p.start..p.end]
     }
 
     /// The raw value of a parameter.
@@ -99,8 +167,8 @@ impl Message {
         // match is the one).
         self.params
             .iter()
-            .find(|(n, _)| n.len() == name.len() && **n == *name)
-            .map(|(_, v)| v.as_slice())
+            .find(|p| p.name.len() == name.len() && *p.name == *name)
+            .map(|p| self.value(p))
     }
 
     /// The value of a parameter when it is valid UTF-8.
@@ -110,21 +178,119 @@ impl Message {
 
     /// Removes a parameter, returning its value.
     pub fn remove(&mut self, name: &str) -> Option<Vec<u8>> {
-        match self.params.binary_search_by(|(n, _)| (**n).cmp(name)) {
-            Ok(i) => Some(self.params.remove(i).1),
-            Err(_) => None,
-        }
+        let i = self
+            .params
+            .iter()
+            .position(|p| p.name.len() == name.len() && *p.name == *name)?;
+        let p = self.params.remove(i);
+        Some(self.value(&p).to_vec())
     }
 
     /// The parameters, sorted by name.
     pub fn params(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.params.iter().map(|(n, v)| (&**n, v.as_slice()))
+        self.params.iter().map(|p| (&*p.name, self.value(p)))
     }
 
     /// Number of parameters.
     pub fn param_count(&self) -> usize {
         self.params.len()
     }
+}
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.sent_from_server == other.sent_from_server
+            && self.sent_from_service == other.sent_from_service
+            && self.server == other.server
+            && self.service == other.service
+            && self.command == other.command
+            && self.params.len() == other.params.len()
+            && self.params().eq(other.params())
+    }
+}
+
+impl Eq for Message {}
+
+/// A message's command: the protocol's own are borrowed, any other is
+/// owned (every message has one, and most are the protocol's).
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Command(Cow<'static, str>);
+
+impl Command {
+    /// The command as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Command {
+    fn from(command: &str) -> Command {
+        Command(
+            known_command(command.as_bytes())
+                .map_or_else(|| Cow::Owned(command.to_owned()), Cow::Borrowed),
+        )
+    }
+}
+
+impl std::ops::Deref for Command {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for Command {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl PartialEq<str> for Command {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for Command {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl fmt::Debug for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The commands agents send each other and their clients most, as
+/// `'static` strings.
+fn known_command(command: &[u8]) -> Option<&'static str> {
+    Some(match command {
+        b"LOCK" => "LOCK",
+        b"LOCKED" => "LOCKED",
+        b"UNLOCK" => "UNLOCK",
+        b"UNLOCKED" => "UNLOCKED",
+        b"LOCKFAILED" => "LOCKFAILED",
+        b"ADDTICKET" => "ADDTICKET",
+        b"ACTIVATELOCK" => "ACTIVATELOCK",
+        b"LOCKACTIVATED" => "LOCKACTIVATED",
+        b"DROPTICKET" => "DROPTICKET",
+        b"HASTICKET" => "HASTICKET",
+        b"LOCKWAITING" => "LOCKWAITING",
+        b"LOCKPING" => "LOCKPING",
+        b"LOCKPONG" => "LOCKPONG",
+        b"TRANSACTION" => "TRANSACTION",
+        b"TXDONE" => "TXDONE",
+        b"TXACK" => "TXACK",
+        _ => return None,
+    })
 }
 
 impl fmt::Debug for Message {
@@ -142,32 +308,58 @@ impl fmt::Display for Message {
 /// The parameter names of snaplock(7) and of the peer messages, as
 /// `'static` strings: a message keeps these without allocating. Any other
 /// valid name is kept as well, in its own allocation.
-fn known_name(name: &str) -> Option<&'static str> {
+pub(super) fn known_name(name: &[u8]) -> Option<&'static str> {
     Some(match name {
-        "object_name" => "object_name",
-        "tag" => "tag",
-        "pid" => "pid",
-        "key" => "key",
-        "duration" => "duration",
-        "timeout" => "timeout",
-        "timeout_date" => "timeout_date",
-        "fence" => "fence",
-        "error" => "error",
-        "description" => "description",
-        "mode" => "mode",
-        "limit" => "limit",
-        "policy" => "policy",
-        "quiet" => "quiet",
-        "owner" => "owner",
-        "detach" => "detach",
-        "progress" => "progress",
-        "min_uptime" => "min_uptime",
-        "min_trust" => "min_trust",
-        "unlock_duration" => "unlock_duration",
-        "namespace" => "namespace",
-        "message" => "message",
-        "reason" => "reason",
-        "command" => "command",
+        b"object_name" => "object_name",
+        b"tag" => "tag",
+        b"pid" => "pid",
+        b"key" => "key",
+        b"duration" => "duration",
+        b"timeout" => "timeout",
+        b"timeout_date" => "timeout_date",
+        b"fence" => "fence",
+        b"error" => "error",
+        b"description" => "description",
+        b"mode" => "mode",
+        b"limit" => "limit",
+        b"policy" => "policy",
+        b"quiet" => "quiet",
+        b"owner" => "owner",
+        b"detach" => "detach",
+        b"progress" => "progress",
+        b"min_uptime" => "min_uptime",
+        b"min_trust" => "min_trust",
+        b"unlock_duration" => "unlock_duration",
+        b"namespace" => "namespace",
+        b"message" => "message",
+        b"reason" => "reason",
+        b"command" => "command",
+        // The peer messages' (cluster/msg).
+        b"epoch" => "epoch",
+        b"req" => "req",
+        b"home" => "home",
+        b"serial" => "serial",
+        b"ok" => "ok",
+        b"number" => "number",
+        b"position" => "position",
+        b"try" => "try",
+        b"active" => "active",
+        b"view" => "view",
+        b"wall" => "wall",
+        b"links" => "links",
+        b"delay" => "delay",
+        b"other_home" => "other_home",
+        b"other_req" => "other_req",
+        b"lockid" => "lockid",
+        b"server_name" => "server_name",
+        b"starttime" => "starttime",
+        b"max_epoch" => "max_epoch",
+        b"leader0" => "leader0",
+        b"leader1" => "leader1",
+        b"leader2" => "leader2",
+        b"part" => "part",
+        b"room" => "room",
+        b"failed" => "failed",
         _ => return None,
     })
 }
@@ -183,7 +375,13 @@ pub fn is_valid_name(name: &[u8]) -> bool {
 
 /// Whether `name` is a valid command: a valid name in UPPERCASE.
 pub fn is_valid_command(name: &[u8]) -> bool {
-    is_valid_name(name) && !name.iter().any(u8::is_ascii_lowercase)
+    // A valid name without lowercase, in one pass.
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && !name[0].is_ascii_digit()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// Appends `v` in decimal, without the formatting machinery (numbers are
@@ -194,15 +392,27 @@ pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
 }
 
 /// `v` in decimal, written at the end of `digits`: the digits' slice.
+/// Two digits at a time: fences and epochs have 13 to 19.
 pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &str {
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut at = digits.len();
-    loop {
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        digits[at] = b'0' + v as u8;
     }
     std::str::from_utf8(&digits[at..]).unwrap_or_default()
 }

@@ -11,7 +11,7 @@ mod parse;
 
 pub use encode::{encode, encode_to_vec};
 pub use framer::{Frame, LineFramer};
-pub use message::{MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name};
+pub use message::{Command, MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name};
 pub(crate) use message::{decimal, put_u64};
 pub use parse::{ParseError, ParseErrorKind, command_of, parse};
 

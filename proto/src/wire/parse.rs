@@ -9,7 +9,9 @@
 
 use std::fmt;
 
-use super::message::{MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name};
+use super::message::{
+    Command, MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name, known_name,
+};
 
 /// Why a line is not a message, and at which byte (0-based) it went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,12 +186,14 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
     if !is_valid_command(command) {
         return err(start, ParseErrorKind::BadCommand);
     }
-    msg.command = ascii(command);
+    msg.command = Command::from(std::str::from_utf8(command).unwrap_or_default());
     pos = word_end;
     if pos == line.len() {
         return Ok(msg);
     }
     pos += 1; // the space after the command
+    // The values are at most what is left of the line: one allocation.
+    msg.reserve_values(line.len() - pos);
 
     // `name=value;name="quoted";...` — a trailing `;` is accepted.
     while pos < line.len() {
@@ -206,11 +210,18 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
             None => return err(pos, ParseErrorKind::BadParameterName),
         };
         let name = &line[pos..eq];
-        if !is_valid_name(name) {
-            return err(pos, ParseErrorKind::BadParameterName);
-        }
+        // A name the protocol knows is valid: no check, no copy.
+        let known = known_name(name);
+        let name = match known {
+            Some(known) => known,
+            // Checked to be ASCII, so always text.
+            None => match std::str::from_utf8(name) {
+                Ok(name) if is_valid_name(name.as_bytes()) => name,
+                _ => return err(pos, ParseErrorKind::BadParameterName),
+            },
+        };
         pos = eq + 1;
-        let value;
+        let value: (usize, usize, bool);
         if line.get(pos) == Some(&b'"') {
             let open = pos;
             let mut i = pos + 1;
@@ -222,7 +233,7 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
                     Some(_) => i += 1,
                 }
             }
-            value = unescape(&line[open + 1..i], true);
+            value = (open + 1, i, true);
             pos = i + 1;
             match line.get(pos) {
                 None => {}
@@ -230,34 +241,39 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
                 Some(_) => return err(pos, ParseErrorKind::MissingSemicolon),
             }
         } else {
-            let end = line[pos..]
-                .iter()
-                .position(|&b| b == b';')
-                .map_or(line.len(), |i| pos + i);
-            value = unescape(&line[pos..end], false);
+            // One pass finds the end of a value without escapes (most).
+            let end = match line[pos..].iter().position(|&b| b == b';' || b == b'\\') {
+                Some(i) if line[pos + i] == b'\\' => line[pos + i..]
+                    .iter()
+                    .position(|&b| b == b';')
+                    .map_or(line.len(), |j| pos + i + j),
+                Some(i) => pos + i,
+                None => line.len(),
+            };
+            value = (pos, end, false);
             pos = if end < line.len() { end + 1 } else { end };
         }
-        // Checked to be ASCII, so always text.
-        let Ok(name) = std::str::from_utf8(name) else {
-            return err(eq - name.len(), ParseErrorKind::BadParameterName);
-        };
         // As in snapcommunicator, a repeated name replaces the earlier value.
         if msg.param_count() == MAX_PARAMS && msg.get(name).is_none() {
             return err(eq - name.len(), ParseErrorKind::TooManyParameters);
         }
-        msg.set_owned(name, value);
+        let (from, to, quoted) = value;
+        let start = msg.start_value(to - from);
+        unescape(&line[from..to], quoted, msg.value_bytes());
+        msg.end_value_known(name, known, start);
     }
     Ok(msg)
 }
 
 /// Undoes the encoder's escapes in one left-to-right pass: `\\`, `\n`, `\r`,
 /// and `\"` inside quotes. Any other backslash pair is kept as it is.
-fn unescape(raw: &[u8], quoted: bool) -> Vec<u8> {
+/// Appends the value to `out`.
+fn unescape(raw: &[u8], quoted: bool, out: &mut Vec<u8>) {
     // Most values hold no backslash: one copy, without the byte loop.
     if !raw.contains(&b'\\') {
-        return raw.to_vec();
+        out.extend_from_slice(raw);
+        return;
     }
-    let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
         let b = raw[i];
@@ -278,10 +294,9 @@ fn unescape(raw: &[u8], quoted: bool) -> Vec<u8> {
         out.push(b);
         i += 1;
     }
-    out
 }
 
 /// Names were checked to be ASCII before this is called.
 fn ascii(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    std::str::from_utf8(bytes).unwrap_or_default().to_owned()
 }

@@ -322,6 +322,29 @@ fn a_repeated_parameter_name_keeps_the_last_value() {
 }
 
 #[test]
+fn replaced_and_removed_values_leave_nothing_visible() {
+    // Values share one buffer: what was replaced or removed must neither
+    // show, nor be written, nor make two equal messages differ.
+    let mut m = Message::new("LOCK").with("b", "2").with("a", "1");
+    m.set("b", "twenty-two");
+    m.set_u64("c", 3);
+    m.set_i64("d", -4);
+    assert_eq!(m.remove("a").as_deref(), Some(&b"1"[..]));
+    assert_eq!(m.remove("a"), None);
+    assert_eq!(show(&line_of(&m)), "LOCK b=twenty-two;c=3;d=-4");
+    let fresh = Message::new("LOCK")
+        .with("d", "-4")
+        .with("c", "3")
+        .with("b", "twenty-two");
+    assert_eq!(m, fresh);
+    assert_eq!(m.clone(), fresh);
+    assert_eq!(parse_ok(&line_of(&m)), fresh);
+    m.set("b", "x");
+    assert_ne!(m, fresh);
+    assert_eq!(m.get_str("b"), Some("x"));
+}
+
+#[test]
 fn empty_values_read_as_empty() {
     let m = parse_ok(br#"LOCK a=;b="";c="#);
     for name in ["a", "b", "c"] {
@@ -650,7 +673,12 @@ fn command_of_names_the_command_of_lines_whose_parameters_are_broken() {
 
 #[test]
 fn numbers_are_written_in_decimal() {
-    for v in [0, 7, 9, 10, 99, 100, 1_234_567_890, u64::MAX - 1, u64::MAX] {
+    let powers = (0..20).flat_map(|k| {
+        let p = 10u64.pow(k);
+        [p - 1, p, p + 1, p.wrapping_mul(10).wrapping_sub(1) / 9]
+    });
+    let some = [1_234_567_890, u64::MAX - 1, u64::MAX];
+    for v in (0..=10_000).chain(powers).chain(some) {
         let mut m = Message::new("X");
         m.set_u64("n", v);
         assert_eq!(m.get_str("n"), Some(v.to_string().as_str()), "{v}");

@@ -184,7 +184,7 @@ impl Net {
                     if let Some(rule) = self
                         .lose
                         .iter_mut()
-                        .find(|(from, cmd, n)| *from == i && *cmd == msg.command && *n > 0)
+                        .find(|(from, cmd, n)| *from == i && *cmd == *msg.command && *n > 0)
                     {
                         rule.2 -= 1;
                         continue;
@@ -226,7 +226,10 @@ impl Net {
                 continue;
             }
             if self.links.contains_key(&(to, p)) {
-                *self.delivered.entry((to, msg.command.clone())).or_default() += 1;
+                *self
+                    .delivered
+                    .entry((to, msg.command.to_string()))
+                    .or_default() += 1;
                 self.input(
                     to,
                     Input::PeerMessage {

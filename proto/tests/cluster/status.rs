@@ -23,7 +23,7 @@ fn lockstatus(net: &mut Net, i: usize) -> String {
     net.send(c, "LOCKSTATUS");
     let got = net.wait_reply(c, AT_ONCE).expect("answered");
     net.close(c);
-    got.command
+    got.command.to_string()
 }
 
 /// Six agents, two of the three leaders crashed, until the survivors'
