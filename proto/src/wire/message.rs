@@ -49,8 +49,24 @@ pub struct Message {
 #[derive(Clone)]
 struct Param {
     name: Cow<'static, str>,
+    /// Its place in [`KNOWN`], or [`UNKNOWN`].
+    rank: u16,
     start: usize,
     end: usize,
+}
+
+/// The rank of a name not in [`KNOWN`].
+const UNKNOWN: u16 = u16::MAX;
+
+impl Param {
+    /// How this parameter's name sorts against `name` (of rank `rank`).
+    fn order(&self, name: &str, rank: u16) -> std::cmp::Ordering {
+        if self.rank != UNKNOWN && rank != UNKNOWN {
+            self.rank.cmp(&rank)
+        } else {
+            (*self.name).cmp(name)
+        }
+    }
 }
 
 /// Room for the values of the protocol's messages, in one allocation.
@@ -117,29 +133,34 @@ impl Message {
         self.end_value_known(name, None, start);
     }
 
-    /// [`end_value`](Self::end_value), with the protocol's own copy of the
-    /// name when the caller already looked it up.
-    pub(super) fn end_value_known(
-        &mut self,
-        name: &str,
-        known: Option<&'static str>,
-        start: usize,
-    ) {
+    /// [`end_value`](Self::end_value), with the name's place in [`KNOWN`]
+    /// when the caller already looked it up.
+    pub(super) fn end_value_known(&mut self, name: &str, known: Option<u16>, start: usize) {
         let end = self.values.len();
+        let rank = known
+            .or_else(|| known_name(name.as_bytes()))
+            .unwrap_or(UNKNOWN);
         // Parameters mostly come in order (the encoder writes them so, and
         // a parser reads them so): appended without a search.
         let at = match self.params.last() {
-            Some(last) if *last.name < *name => Err(self.params.len()),
             None => Err(0),
-            Some(_) => self.params.binary_search_by(|p| (*p.name).cmp(name)),
+            Some(last) if last.order(name, rank).is_lt() => Err(self.params.len()),
+            Some(_) => self.params.binary_search_by(|p| p.order(name, rank)),
         };
         match at {
             Ok(i) => (self.params[i].start, self.params[i].end) = (start, end),
             Err(i) => {
-                let name = known
-                    .or_else(|| known_name(name.as_bytes()))
-                    .map_or_else(|| Cow::Owned(name.to_owned()), Cow::Borrowed);
-                self.params.insert(i, Param { name, start, end })
+                let name = match KNOWN.get(usize::from(rank)) {
+                    Some(known) => Cow::Borrowed(*known),
+                    None => Cow::Owned(name.to_owned()),
+                };
+                let param = Param {
+                    name,
+                    rank,
+                    start,
+                    end,
+                };
+                self.params.insert(i, param)
             }
         }
     }
@@ -305,61 +326,119 @@ impl fmt::Display for Message {
     }
 }
 
-/// The parameter names of snaplock(7) and of the peer messages, as
-/// `'static` strings: a message keeps these without allocating. Any other
-/// valid name is kept as well, in its own allocation.
-pub(super) fn known_name(name: &[u8]) -> Option<&'static str> {
+/// The parameter names of snaplock(7) and of the peer messages, sorted: a
+/// message keeps these without allocating, and orders two of them by their
+/// place here instead of comparing their bytes. Any other valid name is
+/// kept as well, in its own allocation.
+pub(super) const KNOWN: [&str; 49] = [
+    "active",
+    "command",
+    "delay",
+    "description",
+    "detach",
+    "duration",
+    "epoch",
+    "error",
+    "failed",
+    "fence",
+    "home",
+    "key",
+    "leader0",
+    "leader1",
+    "leader2",
+    "limit",
+    "links",
+    "lockid",
+    "max_epoch",
+    "message",
+    "min_trust",
+    "min_uptime",
+    "mode",
+    "namespace",
+    "number",
+    "object_name",
+    "ok",
+    "other_home",
+    "other_req",
+    "owner",
+    "part",
+    "pid",
+    "policy",
+    "position",
+    "progress",
+    "quiet",
+    "reason",
+    "req",
+    "room",
+    "serial",
+    "server_name",
+    "starttime",
+    "tag",
+    "timeout",
+    "timeout_date",
+    "try",
+    "unlock_duration",
+    "view",
+    "wall",
+];
+
+/// The name at `rank` of [`KNOWN`].
+pub(super) fn known_text(rank: u16) -> &'static str {
+    KNOWN.get(usize::from(rank)).copied().unwrap_or_default()
+}
+
+/// The place of `name` in [`KNOWN`].
+pub(super) fn known_name(name: &[u8]) -> Option<u16> {
     Some(match name {
-        b"object_name" => "object_name",
-        b"tag" => "tag",
-        b"pid" => "pid",
-        b"key" => "key",
-        b"duration" => "duration",
-        b"timeout" => "timeout",
-        b"timeout_date" => "timeout_date",
-        b"fence" => "fence",
-        b"error" => "error",
-        b"description" => "description",
-        b"mode" => "mode",
-        b"limit" => "limit",
-        b"policy" => "policy",
-        b"quiet" => "quiet",
-        b"owner" => "owner",
-        b"detach" => "detach",
-        b"progress" => "progress",
-        b"min_uptime" => "min_uptime",
-        b"min_trust" => "min_trust",
-        b"unlock_duration" => "unlock_duration",
-        b"namespace" => "namespace",
-        b"message" => "message",
-        b"reason" => "reason",
-        b"command" => "command",
-        // The peer messages' (cluster/msg).
-        b"epoch" => "epoch",
-        b"req" => "req",
-        b"home" => "home",
-        b"serial" => "serial",
-        b"ok" => "ok",
-        b"number" => "number",
-        b"position" => "position",
-        b"try" => "try",
-        b"active" => "active",
-        b"view" => "view",
-        b"wall" => "wall",
-        b"links" => "links",
-        b"delay" => "delay",
-        b"other_home" => "other_home",
-        b"other_req" => "other_req",
-        b"lockid" => "lockid",
-        b"server_name" => "server_name",
-        b"starttime" => "starttime",
-        b"max_epoch" => "max_epoch",
-        b"leader0" => "leader0",
-        b"leader1" => "leader1",
-        b"leader2" => "leader2",
-        b"part" => "part",
-        b"room" => "room",
-        b"failed" => "failed",
+        b"active" => 0,
+        b"command" => 1,
+        b"delay" => 2,
+        b"description" => 3,
+        b"detach" => 4,
+        b"duration" => 5,
+        b"epoch" => 6,
+        b"error" => 7,
+        b"failed" => 8,
+        b"fence" => 9,
+        b"home" => 10,
+        b"key" => 11,
+        b"leader0" => 12,
+        b"leader1" => 13,
+        b"leader2" => 14,
+        b"limit" => 15,
+        b"links" => 16,
+        b"lockid" => 17,
+        b"max_epoch" => 18,
+        b"message" => 19,
+        b"min_trust" => 20,
+        b"min_uptime" => 21,
+        b"mode" => 22,
+        b"namespace" => 23,
+        b"number" => 24,
+        b"object_name" => 25,
+        b"ok" => 26,
+        b"other_home" => 27,
+        b"other_req" => 28,
+        b"owner" => 29,
+        b"part" => 30,
+        b"pid" => 31,
+        b"policy" => 32,
+        b"position" => 33,
+        b"progress" => 34,
+        b"quiet" => 35,
+        b"reason" => 36,
+        b"req" => 37,
+        b"room" => 38,
+        b"serial" => 39,
+        b"server_name" => 40,
+        b"starttime" => 41,
+        b"tag" => 42,
+        b"timeout" => 43,
+        b"timeout_date" => 44,
+        b"try" => 45,
+        b"unlock_duration" => 46,
+        b"view" => 47,
+        b"wall" => 48,
         _ => return None,
     })
 }

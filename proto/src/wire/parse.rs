@@ -11,6 +11,7 @@ use std::fmt;
 
 use super::message::{
     Command, MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name, known_name,
+    known_text,
 };
 
 /// Why a line is not a message, and at which byte (0-based) it went wrong.
@@ -213,7 +214,7 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
         // A name the protocol knows is valid: no check, no copy.
         let known = known_name(name);
         let name = match known {
-            Some(known) => known,
+            Some(rank) => known_text(rank),
             // Checked to be ASCII, so always text.
             None => match std::str::from_utf8(name) {
                 Ok(name) if is_valid_name(name.as_bytes()) => name,

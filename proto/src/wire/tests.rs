@@ -345,6 +345,48 @@ fn replaced_and_removed_values_leave_nothing_visible() {
 }
 
 #[test]
+fn the_known_names_are_sorted_and_each_is_found_at_its_place() {
+    use super::message::{KNOWN, known_name, known_text};
+    assert!(KNOWN.windows(2).all(|w| w[0] < w[1]), "{KNOWN:?}");
+    for (i, name) in KNOWN.iter().enumerate() {
+        let rank = u16::try_from(i).expect("a few dozen");
+        assert_eq!(known_name(name.as_bytes()), Some(rank), "{name}");
+        assert_eq!(known_text(rank), *name);
+    }
+    assert_eq!(known_name(b"epoch_"), None);
+    // Known and unknown names, set in any order, are written sorted.
+    let mut m = Message::new("X");
+    for name in [
+        "req",
+        "zz",
+        "a",
+        "epoch",
+        "object_name",
+        "home",
+        "fence",
+        "eq",
+        "ok",
+    ] {
+        m.set(name, name);
+    }
+    let names: Vec<&str> = m.params().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "a",
+            "epoch",
+            "eq",
+            "fence",
+            "home",
+            "object_name",
+            "ok",
+            "req",
+            "zz"
+        ]
+    );
+}
+
+#[test]
 fn empty_values_read_as_empty() {
     let m = parse_ok(br#"LOCK a=;b="";c="#);
     for name in ["a", "b", "c"] {
