@@ -69,7 +69,7 @@ impl LineFramer {
     pub fn next_line(&mut self) -> Option<Frame<'_>> {
         loop {
             let unread = &self.buf[self.start + self.scanned..];
-            match unread.iter().position(|&b| b == b'\n') {
+            match memchr::memchr(b'\n', unread) {
                 Some(i) => {
                     let end = self.start + self.scanned + i;
                     let line_start = self.start;

@@ -144,10 +144,7 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
     }
 
     // `[server:]service/COMMAND` — the first word.
-    let word_end = line[pos..]
-        .iter()
-        .position(|&b| b == b' ')
-        .map_or(line.len(), |i| pos + i);
+    let word_end = memchr::memchr(b' ', &line[pos..]).map_or(line.len(), |i| pos + i);
     let mut start = pos;
     let mut seen_service = false;
     let mut seen_server = false;
@@ -198,11 +195,8 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
 
     // `name=value;name="quoted";...` — a trailing `;` is accepted.
     while pos < line.len() {
-        let eq = match line[pos..]
-            .iter()
-            .take(MAX_NAME_LEN + 1)
-            .position(|&b| b == b'=' || b == b';')
-        {
+        let window = &line[pos..line.len().min(pos + MAX_NAME_LEN + 1)];
+        let eq = match memchr::memchr2(b'=', b';', window) {
             Some(i) if line[pos + i] == b'=' => pos + i,
             Some(i) => return err(pos + i, ParseErrorKind::MissingEquals),
             None if line.len() - pos <= MAX_NAME_LEN => {
@@ -222,19 +216,21 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
             },
         };
         pos = eq + 1;
-        let value: (usize, usize, bool);
+        // Where the value is, whether it is quoted, whether it has a `\`.
+        let value: (usize, usize, bool, bool);
         if line.get(pos) == Some(&b'"') {
             let open = pos;
             let mut i = pos + 1;
+            let mut escaped = false;
             loop {
                 match line.get(i) {
                     None => return err(open, ParseErrorKind::UnterminatedQuote),
-                    Some(b'\\') => i += 2,
+                    Some(b'\\') => (i, escaped) = (i + 2, true),
                     Some(b'"') => break,
                     Some(_) => i += 1,
                 }
             }
-            value = (open + 1, i, true);
+            value = (open + 1, i, true, escaped);
             pos = i + 1;
             match line.get(pos) {
                 None => {}
@@ -243,24 +239,28 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
             }
         } else {
             // One pass finds the end of a value without escapes (most).
-            let end = match line[pos..].iter().position(|&b| b == b';' || b == b'\\') {
-                Some(i) if line[pos + i] == b'\\' => line[pos + i..]
-                    .iter()
-                    .position(|&b| b == b';')
-                    .map_or(line.len(), |j| pos + i + j),
-                Some(i) => pos + i,
-                None => line.len(),
+            let (end, escaped) = match memchr::memchr2(b';', b'\\', &line[pos..]) {
+                Some(i) if line[pos + i] == b'\\' => {
+                    let end = memchr::memchr(b';', &line[pos + i..]);
+                    (end.map_or(line.len(), |j| pos + i + j), true)
+                }
+                Some(i) => (pos + i, false),
+                None => (line.len(), false),
             };
-            value = (pos, end, false);
+            value = (pos, end, false, escaped);
             pos = if end < line.len() { end + 1 } else { end };
         }
         // As in snapcommunicator, a repeated name replaces the earlier value.
         if msg.param_count() == MAX_PARAMS && msg.get(name).is_none() {
             return err(eq - name.len(), ParseErrorKind::TooManyParameters);
         }
-        let (from, to, quoted) = value;
+        let (from, to, quoted, escaped) = value;
         let start = msg.start_value(to - from);
-        unescape(&line[from..to], quoted, msg.value_bytes());
+        if escaped {
+            unescape(&line[from..to], quoted, msg.value_bytes());
+        } else {
+            msg.value_bytes().extend_from_slice(&line[from..to]);
+        }
         msg.end_value_known(name, known, start);
     }
     Ok(msg)
@@ -270,11 +270,6 @@ pub fn parse(line: &[u8]) -> Result<Message, ParseError> {
 /// and `\"` inside quotes. Any other backslash pair is kept as it is.
 /// Appends the value to `out`.
 fn unescape(raw: &[u8], quoted: bool, out: &mut Vec<u8>) {
-    // Most values hold no backslash: one copy, without the byte loop.
-    if !raw.contains(&b'\\') {
-        out.extend_from_slice(raw);
-        return;
-    }
     let mut i = 0;
     while i < raw.len() {
         let b = raw[i];
