@@ -3,7 +3,7 @@
 # 3-member etcd, a 3-server ZooKeeper and an in-memory Redis, in one run.
 #
 #   bench/cluster.sh [bench]        load: 10 s x 3 rounds of every workload of every system
-#   bench/cluster.sh failover       SIGKILL of a leader, time to the next grant
+#   bench/cluster.sh failover       SIGKILL (or SIGSTOP: SIGNAL=stop) of a leader, time to the next grant
 #   bench/cluster.sh all            bench, then failover, into one results file
 #   bench/cluster.sh install        the Debian packages and the Python clients it needs
 #   bench/cluster.sh report FILE    the tables of a results file again
@@ -22,6 +22,8 @@
 #       nothing of the workspace is built (e.g. a release build of another work tree)
 #   AGENT_ARGS (extra snaplockd options)  INDEPENDENT [0]: agents without --listen/--neighbors
 #   SCENARIOS ["free held-victim held-survivor"]  TRIALS [5]  VICTIM [owner]  BUDGET [60] (failover)
+#   SIGNAL [kill] (failover): kill, SIGKILL of the victim; stop, SIGSTOP (silent, links left open),
+#       SIGCONT when the trial ends
 #   SHARED [../shared]  VENV [target/bench-venv]  OUT [bench/results/cluster-<UTC time>.jsonl]
 #   QUIET_PCT [30]  QUIET_WAIT [120]: before each run, wait at most QUIET_WAIT s until the
 #       machine is less than QUIET_PCT % busy over a second (others may be compiling)
@@ -63,6 +65,7 @@ SCENARIOS=${SCENARIOS:-"free held-victim held-survivor"}
 TRIALS=${TRIALS:-5}
 VICTIM=${VICTIM:-owner}
 BUDGET=${BUDGET:-60}
+SIGNAL=${SIGNAL:-kill}
 QUIET=(--quiet-pct "${QUIET_PCT:-30}" --quiet-wait "${QUIET_WAIT:-120}")
 VENV=${VENV:-$top/target/bench-venv}
 PY=$VENV/bin/python
@@ -397,7 +400,7 @@ run_failover() { # every trial on a fresh cluster, after waiting for a quiet mac
                 spec+="${spec:+,}${SNAP_NAMES[$((i - 1))]}=${SNAP_SOCKS[$((i - 1))]}=${SNAP_PIDS[$((i - 1))]}=${SNAP_ADDRS[$((i - 1))]}"
             done
             timeout $(( ${BUDGET%.*} + 60 )) "${TOOL[@]}" failover --agents "$spec" --scenario "$sc" \
-                --victim "$VICTIM" --budget "$BUDGET" --out "$OUT" --set "trial=$t" \
+                --victim "$VICTIM" --budget "$BUDGET" --signal "$SIGNAL" --out "$OUT" --set "trial=$t" \
                 --set "independent=$INDEPENDENT" || status=1
             stop_all
         done

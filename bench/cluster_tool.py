@@ -371,7 +371,17 @@ def cmd_failover(a):
         time.sleep(a.warm - min(ages))
     rec["warm_s"] = a.warm
 
+    sig = signal.SIGSTOP if a.signal == "stop" else signal.SIGKILL
+    rec["signal"] = a.signal
+    stopped = []
+
     def finish(error=None):
+        # A paused victim is let go, so that the harness can stop it by pid.
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
         if error:
             rec["error"] = error
             print("failover: %s" % error, file=sys.stderr)
@@ -434,7 +444,9 @@ def cmd_failover(a):
         watch = StatusWatch(survivors, time.monotonic(), limit_s=budget + 5)
         t0 = time.monotonic()
         watch.t0 = t0
-        os.kill(victim["pid"], signal.SIGKILL)
+        os.kill(victim["pid"], sig)
+        if sig == signal.SIGSTOP:
+            stopped.append(victim["pid"])
         watch.start()
         ms = lambda: round((time.monotonic() - t0) * 1000.0, 2)
         if a.scenario == "held-survivor":
@@ -525,18 +537,22 @@ def cmd_report(a):
         targets(groups, systems)
     fo = [r for r in recs if r.get("tool") == "failover"]
     if fo:
-        print("\n| scenario | trials | granted | grant after SIGKILL, ms (each trial) | median ms | max ms |")
-        print("|---|---:|---:|---|---:|---:|")
-        for sc in [x for x in ("free", "held-victim", "held-survivor") if any(r["scenario"] == x for r in fo)] + \
-                sorted({r["scenario"] for r in fo} - {"free", "held-victim", "held-survivor"}):
-            rs = [r for r in fo if r["scenario"] == sc]
+        print("\n| scenario | signal | trials | granted | grant after the signal, ms (each trial) "
+              "| median ms | max ms |")
+        print("|---|---|---:|---:|---|---:|---:|")
+        scs = [x for x in ("free", "held-victim", "held-survivor") if any(r["scenario"] == x for r in fo)] + \
+            sorted({r["scenario"] for r in fo} - {"free", "held-victim", "held-survivor"})
+        for sc, sig in [(sc, sig) for sig in ("kill", "stop") for sc in scs]:
+            rs = [r for r in fo if r["scenario"] == sc and r.get("signal", "kill") == sig]
+            if not rs:
+                continue
             ok = sorted(r["grant_ms"] for r in rs if r.get("ok"))
-            print("| %s | %d | %d | %s | %s | %s |" % (
-                sc, len(rs), len(ok), " / ".join("%.1f" % r["grant_ms"] for r in rs if r.get("ok")),
+            print("| %s | SIG%s | %d | %d | %s | %s | %s |" % (
+                sc, sig.upper(), len(rs), len(ok), " / ".join("%.1f" % r["grant_ms"] for r in rs if r.get("ok")),
                 "%.1f" % ok[(len(ok) - 1) // 2] if ok else "-", "%.1f" % ok[-1] if ok else "-"))
             for r in rs:
                 if not r.get("ok"):
-                    print("|  | failed: %s |  |  |  |  |" % r.get("error"))
+                    print("|  |  | failed: %s |  |  |  |  |" % r.get("error"))
     if load:
         print("\nDetails of every cell:\n")
         print("| system | driver | workload | clients | runs | ops/s (median run) | ops/s of the runs "
@@ -662,6 +678,9 @@ def main():
     p.add_argument("--victim", default="owner",
                    help="owner (leader owning the test name), leader0, or an agent name")
     p.add_argument("--budget", type=float, default=60.0, help="seconds to wait for the grant")
+    p.add_argument("--signal", choices=["kill", "stop"], default="kill",
+                   help="kill: SIGKILL of the victim; stop: SIGSTOP (silent: its links stay open), "
+                        "SIGCONT once the trial ends")
     p.add_argument("--warm", type=float, default=8.0,
                    help="seconds every agent must have been up before the kill (lock-delay)")
     p.add_argument("--settle", type=float, default=0.3,
