@@ -475,8 +475,8 @@ impl EventLoop {
             match out {
                 Output::Reply { client, msg } => self.queue_reply(client.0, &msg),
                 Output::Close { client } => self.close_after_flush(client.0),
-                Output::PeerSend { peer, msg } => {
-                    self.peers.send(self.poll.registry(), now, peer, &msg)
+                Output::PeerSend { peer, line } => {
+                    self.peers.send(self.poll.registry(), now, peer, &line)
                 }
                 Output::PeerClose { peer } => self.peers.close(self.poll.registry(), now, peer),
                 Output::Persist(record) => self.persist(now, &record),

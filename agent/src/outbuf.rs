@@ -71,11 +71,22 @@ impl OutBuf {
 
     /// Appends a line.
     pub fn queue(&mut self, msg: &Message) {
+        self.compact();
+        encode(msg, &mut self.buf);
+    }
+
+    /// Appends bytes already encoded (whole lines).
+    pub fn queue_bytes(&mut self, bytes: &[u8]) {
+        self.compact();
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Drops what was written, once it is half the buffer.
+    fn compact(&mut self) {
         if self.start > 0 && self.start * 2 >= self.buf.len() {
             self.buf.drain(..self.start);
             self.start = 0;
         }
-        encode(msg, &mut self.buf);
     }
 
     /// Writes what is queued to `w` (retrying on `EINTR` only).

@@ -226,8 +226,9 @@ fn drain(core: &mut Core, open: &BTreeSet<u64>, up: &BTreeSet<u64>, ids: &mut Ve
             Output::Reply { client, .. } | Output::Close { client } => {
                 assert!(open.contains(&client.0), "output to closed {client}: {out:?}");
             }
-            Output::PeerSend { peer, msg } => {
+            Output::PeerSend { peer, line } => {
                 assert!(up.contains(&peer.0), "sent on a link that is down: {out:?}");
+                let msg = snaplock_proto::wire::parse_line(line).expect("a line that parses");
                 if msg.command == "LOCKSTARTED" && ids.len() < 3 {
                     if let Some(id) = msg.get_str("lockid") {
                         ids.push(id.to_owned());

@@ -116,6 +116,11 @@ impl Link {
         self.out.queue(msg);
     }
 
+    /// Queues a line already encoded (`\n` included).
+    pub fn queue_line(&mut self, line: &[u8]) {
+        self.out.queue_bytes(line);
+    }
+
     /// Writes until everything is out or the socket is full.
     pub fn flush(&mut self) -> FlushOutcome {
         self.out.flush(&mut self.stream, Writes::UntilFull)

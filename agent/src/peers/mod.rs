@@ -36,7 +36,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Registry, Token};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
-use snaplock_proto::wire::{self, Frame, Message};
+use snaplock_proto::wire::{self, Frame};
 use snaplock_proto::{Input, Now, PeerId, Time};
 use socket2::{Domain, Protocol, SockRef, Socket, TcpKeepalive, Type};
 
@@ -621,14 +621,14 @@ impl Peers {
     }
 
     /// The core's `PeerSend`: queued on an up link, dropped otherwise.
-    pub(crate) fn send(&mut self, registry: &Registry, now: Now, peer: PeerId, msg: &Message) {
+    pub(crate) fn send(&mut self, registry: &Registry, now: Now, peer: PeerId, line: &[u8]) {
         let Some(link) = self.links.get_mut(&peer.0) else {
             return;
         };
         if link.state != State::Up {
             return;
         }
-        link.queue(msg);
+        link.queue_line(line);
         let max = self.max_unsent;
         if link.pending() > max && (link.flush() == FlushOutcome::Failed || link.pending() > max) {
             let why = format!(

@@ -204,12 +204,12 @@ pub enum Output {
         /// Whom.
         client: ClientId,
     },
-    /// Send `msg` on link `peer` (dropped if the link is down by then).
+    /// Send `line` on link `peer` (dropped if the link is down by then).
     PeerSend {
         /// The link.
         peer: PeerId,
-        /// What.
-        msg: Message,
+        /// The message, encoded: one line, `\n` included.
+        line: Vec<u8>,
     },
     /// Close link `peer` (dead, or it broke the protocol); the shell dials
     /// again later as usual and reports [`Input::PeerDown`].

@@ -52,7 +52,8 @@ const SPECIAL: [bool; 256] = {
     t
 };
 
-fn encode_value(value: &[u8], out: &mut Vec<u8>) {
+/// Appends `value` as the grammar writes a value.
+pub(super) fn encode_value(value: &[u8], out: &mut Vec<u8>) {
     // Most values need no escape and no quotes: copied in one go.
     if !value.iter().any(|&b| SPECIAL[usize::from(b)]) {
         out.extend_from_slice(value);

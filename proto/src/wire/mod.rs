@@ -3,17 +3,20 @@
 //! - [`LineFramer`] cuts a byte stream into lines (bounded, `\r\n` tolerant).
 //! - [`parse()`] turns one line into a [`Message`]; it is total and bounded.
 //! - [`encode()`] writes a [`Message`] back; `parse(encode(m)) == m`.
+//! - [`Line`] writes the same line from parameters, without a [`Message`].
 
 mod encode;
 mod framer;
+mod line;
 mod message;
 mod parse;
 
 pub use encode::{encode, encode_to_vec};
 pub use framer::{Frame, LineFramer};
+pub(crate) use line::{Line, Params};
 pub use message::{Command, MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name};
 pub(crate) use message::{decimal, put_u64};
-pub use parse::{ParseError, ParseErrorKind, command_of, parse};
+pub use parse::{ParseError, ParseErrorKind, command_of, parse, parse_line};
 
 #[cfg(test)]
 mod tests;

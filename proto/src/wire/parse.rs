@@ -112,6 +112,12 @@ pub fn command_of(line: &[u8]) -> Option<&str> {
     }
 }
 
+/// Parses one line as [`encode`](super::encode()) writes it, its `\n`
+/// included (an [`Output::PeerSend`](crate::core::Output::PeerSend)'s).
+pub fn parse_line(line: &[u8]) -> Result<Message, ParseError> {
+    parse(line.strip_suffix(b"\n").unwrap_or(line))
+}
+
 /// Parses one line (without its `\n`; a trailing `\r` is the framer's to
 /// remove). Never panics; the work is linear in the line length.
 pub fn parse(line: &[u8]) -> Result<Message, ParseError> {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use snaplock_proto::cluster::{Persisted, Plant};
-use snaplock_proto::wire::{Message, parse};
+use snaplock_proto::wire::{Message, parse, parse_line};
 use snaplock_proto::{
     ClientId, ClusterConfig, Config, Core, Credentials, Input, Now, Output, PeerId, Time, UnixTime,
 };
@@ -180,7 +180,8 @@ impl Net {
                     self.replies.entry(client.0).or_default().push_back(msg);
                 }
                 Output::Close { .. } => {}
-                Output::PeerSend { peer, msg } => {
+                Output::PeerSend { peer, line } => {
+                    let msg = parse_line(&line).expect("the core sends lines that parse");
                     if let Some(rule) = self
                         .lose
                         .iter_mut()

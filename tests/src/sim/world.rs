@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use snaplock_proto::cluster::Persisted;
-use snaplock_proto::wire::Message;
+use snaplock_proto::wire::{self, Message};
 use snaplock_proto::{ClientId, ClusterConfig, Core, Input, Output};
 
 use super::checker::{Checker, secs};
@@ -442,7 +442,15 @@ impl World {
                 self.log(|| format!("n{i} closes c{}", client.0));
                 self.close_conn(client);
             }
-            Output::PeerSend { peer, msg } => {
+            Output::PeerSend { peer, line } => {
+                let msg = match wire::parse_line(&line) {
+                    Ok(msg) => msg,
+                    Err(e) => {
+                        let what = format!("n{i} sent a line that does not parse ({e}): {line:?}");
+                        self.checker.report(self.now, "harness", what);
+                        return;
+                    }
+                };
                 self.trace.num(peer.0);
                 self.trace.message(&msg);
                 if let Err(what) = self.wire.sent(i, &msg) {

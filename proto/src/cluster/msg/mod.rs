@@ -39,7 +39,7 @@ pub(crate) use view::{ListEntry, ListReq, Listed};
 use super::Id;
 use super::ids;
 use crate::vocab::{Kind, Mode, Policy, parse_u64};
-use crate::wire::Message;
+use crate::wire::{Line, Message, Params, encode_to_vec};
 
 /// A required field was missing or bad: its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -487,9 +487,25 @@ impl PeerMsg {
         Ok(Some(msg))
     }
 
-    /// The message as it goes on the wire.
+    /// The message as it goes on the wire, `\n` included. The messages of
+    /// every grant are written straight from their fields.
+    pub fn into_line(self) -> Vec<u8> {
+        {
+            let mut line = Line::new(self.command());
+            if self.put(&mut line) {
+                return line.finish();
+            }
+        }
+        encode_to_vec(&self.encode())
+    }
+
+    /// The message as a [`Message`]: the same parameters as
+    /// [`into_line`](Self::into_line) writes.
     pub fn encode(self) -> Message {
         let mut m = Message::new(self.command());
+        if self.put(&mut m) {
+            return m;
+        }
         match self {
             PeerMsg::Started(s) => {
                 m.set("lockid", &*s.id);
@@ -504,22 +520,6 @@ impl PeerMsg {
                 m.set_u64("epoch", s.epoch);
                 put_ids(&mut m, LEADER_KEYS, &s.leaders);
             }
-            PeerMsg::Ping { serial } => m.set_u64("serial", serial),
-            PeerMsg::Pong(p) => {
-                m.set_u64("serial", p.serial);
-                m.set_u64("epoch", p.epoch);
-                m.set_u64("view", p.view);
-                if let Some(w) = p.wall_ms {
-                    m.set_u64("wall", w);
-                }
-                m.set("active", if p.active { "1" } else { "0" });
-                if let Some(links) = p.links {
-                    m.set_u64("links", links);
-                }
-                if p.delay_us > 0 {
-                    m.set_u64("delay", p.delay_us);
-                }
-            }
             PeerMsg::Leaders { epoch, leaders } => {
                 m.set_u64("epoch", epoch);
                 put_ids(&mut m, LEADER_KEYS, &leaders);
@@ -528,67 +528,6 @@ impl PeerMsg {
                 m.set("part", part.name());
                 m.set_u64("epoch", epoch);
                 put_part(&mut m, part);
-            }
-            PeerMsg::Lock(l) => {
-                m.set_owned("object_name", l.object);
-                m.set_u64("epoch", l.epoch);
-                m.set_u64("req", l.req);
-                m.set_owned("key", l.key.into_bytes());
-                put_kind(&mut m, &l.kind);
-                if l.try_once {
-                    m.set("try", "true");
-                }
-                if l.progress {
-                    m.set("progress", "true");
-                }
-            }
-            PeerMsg::Unlock { epoch, object, req } => {
-                m.set_owned("object_name", object);
-                m.set_u64("epoch", epoch);
-                m.set_u64("req", req);
-            }
-            PeerMsg::AddTicket {
-                at,
-                key,
-                number,
-                kind,
-            } => {
-                put_ticket_at(&mut m, at);
-                m.set_owned("key", key.into_bytes());
-                m.set_u64("number", number);
-                put_kind(&mut m, &kind);
-            }
-            PeerMsg::ActivateLock { at, fence } | PeerMsg::Locked { at, fence } => {
-                put_ticket_at(&mut m, at);
-                m.set_u64("fence", fence);
-            }
-            PeerMsg::LockActivated {
-                at,
-                fence,
-                ok,
-                other,
-            } => {
-                put_ticket_at(&mut m, at);
-                m.set_u64("fence", fence);
-                m.set("ok", if ok { "true" } else { "false" });
-                if let Some((home, req)) = other {
-                    m.set_owned("other_home", home.into_bytes());
-                    m.set_u64("other_req", req);
-                }
-            }
-            PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => put_ticket_at(&mut m, at),
-            PeerMsg::Waiting { at, position } => {
-                put_ticket_at(&mut m, at);
-                m.set_u64("position", position);
-            }
-            PeerMsg::LockFailed {
-                at,
-                error,
-                description,
-            } => {
-                put_ticket_at(&mut m, at);
-                m.set("error", error);
-                m.set_owned("description", description.into_bytes());
             }
             PeerMsg::Tx(t) => {
                 put_tx_head(&mut m, t.epoch, t.namespace, t.req);
@@ -664,8 +603,108 @@ impl PeerMsg {
             }
             PeerMsg::List(r) => view::put_req(&mut m, r),
             PeerMsg::Listed(l) => view::put_listed(&mut m, l),
+            // Written by `put`.
+            PeerMsg::Ping { .. }
+            | PeerMsg::Pong(_)
+            | PeerMsg::Lock(_)
+            | PeerMsg::Unlock { .. }
+            | PeerMsg::AddTicket { .. }
+            | PeerMsg::ActivateLock { .. }
+            | PeerMsg::Locked { .. }
+            | PeerMsg::LockActivated { .. }
+            | PeerMsg::DropTicket(_)
+            | PeerMsg::HasTicket(_)
+            | PeerMsg::Waiting { .. }
+            | PeerMsg::LockFailed { .. } => {}
         }
         m
+    }
+
+    /// Writes the parameters of the messages of every grant and of the
+    /// links' liveness; false for the others (written into a [`Message`]
+    /// by [`encode`](Self::encode)).
+    fn put<'a>(&'a self, p: &mut impl Params<'a>) -> bool {
+        match self {
+            PeerMsg::Ping { serial } => p.num("serial", *serial),
+            PeerMsg::Pong(pong) => {
+                p.num("serial", pong.serial);
+                p.num("epoch", pong.epoch);
+                p.num("view", pong.view);
+                if let Some(w) = pong.wall_ms {
+                    p.num("wall", w);
+                }
+                p.text("active", if pong.active { b"1" } else { b"0" });
+                if let Some(links) = pong.links {
+                    p.num("links", links);
+                }
+                if pong.delay_us > 0 {
+                    p.num("delay", pong.delay_us);
+                }
+            }
+            PeerMsg::Lock(l) => {
+                p.text("object_name", &l.object);
+                p.num("epoch", l.epoch);
+                p.num("req", l.req);
+                p.text("key", l.key.as_bytes());
+                put_kind(p, &l.kind);
+                if l.try_once {
+                    p.text("try", b"true");
+                }
+                if l.progress {
+                    p.text("progress", b"true");
+                }
+            }
+            PeerMsg::Unlock { epoch, object, req } => {
+                p.text("object_name", object);
+                p.num("epoch", *epoch);
+                p.num("req", *req);
+            }
+            PeerMsg::AddTicket {
+                at,
+                key,
+                number,
+                kind,
+            } => {
+                put_ticket_at(p, at);
+                p.text("key", key.as_bytes());
+                p.num("number", *number);
+                put_kind(p, kind);
+            }
+            PeerMsg::ActivateLock { at, fence } | PeerMsg::Locked { at, fence } => {
+                put_ticket_at(p, at);
+                p.num("fence", *fence);
+            }
+            PeerMsg::LockActivated {
+                at,
+                fence,
+                ok,
+                other,
+            } => {
+                put_ticket_at(p, at);
+                p.num("fence", *fence);
+                p.text("ok", if *ok { b"true" } else { b"false" });
+                if let Some((home, req)) = other {
+                    p.text("other_home", home.as_bytes());
+                    p.num("other_req", *req);
+                }
+            }
+            PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => put_ticket_at(p, at),
+            PeerMsg::Waiting { at, position } => {
+                put_ticket_at(p, at);
+                p.num("position", *position);
+            }
+            PeerMsg::LockFailed {
+                at,
+                error,
+                description,
+            } => {
+                put_ticket_at(p, at);
+                p.text("error", error.as_bytes());
+                p.text("description", description.as_bytes());
+            }
+            _ => return false,
+        }
+        true
     }
 }
 
@@ -710,11 +749,11 @@ fn ticket_at(m: &mut Message) -> Result<TicketAt, BadField> {
     })
 }
 
-fn put_ticket_at(m: &mut Message, at: TicketAt) {
-    m.set_owned("object_name", at.object);
-    m.set_u64("epoch", at.epoch);
-    m.set_owned("home", at.home.into_bytes());
-    m.set_u64("req", at.req);
+fn put_ticket_at<'a>(p: &mut impl Params<'a>, at: &'a TicketAt) {
+    p.text("object_name", &at.object);
+    p.num("epoch", at.epoch);
+    p.text("home", at.home.as_bytes());
+    p.num("req", at.req);
 }
 
 /// The leaders an epoch names (`leader0`…), their ids checked.
@@ -735,17 +774,17 @@ fn put_ids(m: &mut Message, keys: [&'static str; MAX_LEADERS], ids: &[Id]) {
 }
 
 /// Writes a ticket's kind.
-pub(crate) fn put_kind(msg: &mut Message, kind: &Kind) {
-    msg.set("mode", kind.mode.as_str());
+pub(crate) fn put_kind<'a>(p: &mut impl Params<'a>, kind: &Kind) {
+    p.text("mode", kind.mode.as_str().as_bytes());
     if let Some(limit) = kind.limit {
-        msg.set_u64("limit", u64::from(limit));
+        p.num("limit", u64::from(limit));
     }
     match kind.policy {
         Policy::Hard => {}
-        Policy::Soft => msg.set("policy", "soft"),
+        Policy::Soft => p.text("policy", b"soft"),
         Policy::Timed { quiet } => {
-            msg.set("policy", "timed");
-            msg.set_u64(
+            p.text("policy", b"timed");
+            p.num(
                 "quiet",
                 u64::try_from(quiet.as_micros()).unwrap_or(u64::MAX),
             );

@@ -184,7 +184,7 @@ impl Core {
         match to {
             To::Link(peer) => self.out.push_back(Output::PeerSend {
                 peer,
-                msg: msg.encode(),
+                line: msg.into_line(),
             }),
             To::Agent(id) if *id == *self.cluster.me => self.cluster.local.push_back(msg),
             To::Agent(id) => match self.cluster.peers.link_of(id) {
@@ -206,14 +206,14 @@ impl Core {
                     .filter_map(|(_, l)| c.peers.link_of(l))
                     .collect();
                 let Some(last) = peers.pop() else { return };
-                let msg = msg.encode();
+                let line = msg.into_line();
                 for peer in peers {
                     self.out.push_back(Output::PeerSend {
                         peer,
-                        msg: msg.clone(),
+                        line: line.clone(),
                     });
                 }
-                self.out.push_back(Output::PeerSend { peer: last, msg });
+                self.out.push_back(Output::PeerSend { peer: last, line });
             }
         }
     }

@@ -120,8 +120,9 @@ fn a_late_report_of_a_lock_the_epoch_does_not_know_is_not_counted() {
 fn sent_parts(core: &mut Core) -> Vec<String> {
     let mut said = Vec::new();
     while let Some(out) = core.poll_output() {
-        if let crate::core::Output::PeerSend { peer, msg } = out {
+        if let crate::core::Output::PeerSend { peer, line } = out {
             if peer == crate::vocab::PeerId(1) {
+                let msg = crate::wire::parse_line(&line).expect("a line");
                 let part = msg
                     .get("part")
                     .map(|p| String::from_utf8_lossy(p).into_owned());
