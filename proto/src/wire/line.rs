@@ -40,8 +40,19 @@ enum Value<'a> {
 /// name given twice keeping its last value).
 pub(crate) struct Line<'a> {
     command: &'static str,
-    params: [(&'static str, Value<'a>); LINE_PARAMS],
+    /// Each name with its first eight bytes as a number ([`prefix`]).
+    params: [(u64, &'static str, Value<'a>); LINE_PARAMS],
     len: usize,
+}
+
+/// The first eight bytes of `name`, big-endian, zero-padded: two names
+/// compare as their prefixes do whenever these differ (a name holds no
+/// zero byte), so sorting compares numbers, not strings.
+fn prefix(name: &str) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = name.len().min(8);
+    bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 impl<'a> Line<'a> {
@@ -49,21 +60,22 @@ impl<'a> Line<'a> {
     pub fn new(command: &'static str) -> Line<'a> {
         Line {
             command,
-            params: [("", Value::Num(0)); LINE_PARAMS],
+            params: [(0, "", Value::Num(0)); LINE_PARAMS],
             len: 0,
         }
     }
 
     fn put(&mut self, name: &'static str, value: Value<'a>) {
-        if let Some(p) = self.params[..self.len].iter_mut().find(|p| p.0 == name) {
-            p.1 = value;
+        let key = prefix(name);
+        if let Some(p) = (self.params[..self.len].iter_mut()).find(|p| p.0 == key && p.1 == name) {
+            p.2 = value;
             return;
         }
         // Every message written with a line has a fixed set of parameters,
         // fewer than the room (the tests write each with all of them).
         debug_assert!(self.len < LINE_PARAMS, "{} parameters", self.len + 1);
         if let Some(p) = self.params.get_mut(self.len) {
-            *p = (name, value);
+            *p = (key, name, value);
             self.len += 1;
         }
     }
@@ -71,11 +83,11 @@ impl<'a> Line<'a> {
     /// The line, `\n` included.
     pub fn finish(mut self) -> Vec<u8> {
         let params = &mut self.params[..self.len];
-        params.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        params.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let size = self.command.len()
             + params
                 .iter()
-                .map(|(n, v)| {
+                .map(|(_, n, v)| {
                     n.len()
                         + 2
                         + match v {
@@ -88,7 +100,7 @@ impl<'a> Line<'a> {
         let mut out = Vec::with_capacity(size);
         out.extend_from_slice(self.command.as_bytes());
         let mut digits = [0u8; 20];
-        for (i, (name, value)) in params.iter().enumerate() {
+        for (i, (_, name, value)) in params.iter().enumerate() {
             out.push(if i == 0 { b' ' } else { b';' });
             out.extend_from_slice(name.as_bytes());
             out.push(b'=');
@@ -130,6 +142,11 @@ mod tests {
             ("req", None, 7), // given twice: the last one wins
             ("key", Some(b"plain"), 0),
         ];
+        // Names alike in their first eight bytes sort by the rest.
+        for name in ["object_nb", "object_na", "object_n", "object_nameee"] {
+            line.text(name, b"v");
+            m.text(name, b"v");
+        }
         for (name, text, num) in given {
             match text {
                 Some(t) => {

@@ -96,12 +96,16 @@ impl Core {
         }
         let from = link.id.clone();
         let addr = link.addr;
-        let name = link.name.clone();
-        if self.refuse_far(now, &name, &msg) {
+        if self.refuse_far(now, peer, &msg) {
             return Ok(());
         }
         if let Some(id) = &from {
-            self.cluster.peers.heard.insert(id.clone(), now.mono);
+            match self.cluster.peers.heard.get_mut(id) {
+                Some(heard) => *heard = now.mono,
+                None => {
+                    self.cluster.peers.heard.insert(id.clone(), now.mono);
+                }
+            }
         }
         self.cluster.peers.heard_at.insert(addr, now.mono);
         // Any epoch a peer names, current or not, bounds the next one from
@@ -121,6 +125,12 @@ impl Core {
             Err(bad) => Err(bad),
         };
         if let Err(BadField(what)) = result {
+            let name = self
+                .cluster
+                .peers
+                .links
+                .get(&peer)
+                .map_or("?", |l| l.name.as_str());
             log::warn!("{} from {name} dropped: bad or missing {what}", msg.command);
         }
         Ok(())

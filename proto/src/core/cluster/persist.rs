@@ -6,12 +6,13 @@ use crate::cluster::persist::{
 };
 use crate::core::{Core, Output};
 use crate::time::Now;
+use crate::vocab::PeerId;
 use crate::wire::Message;
 
 impl Core {
     /// Refuses a peer message that names an epoch or a fence too far
     /// ahead of this agent's wall clock (logged, at most every 10 s).
-    pub(crate) fn refuse_far(&mut self, now: Now, from: &str, msg: &Message) -> bool {
+    pub(crate) fn refuse_far(&mut self, now: Now, peer: PeerId, msg: &Message) -> bool {
         let Some((name, value)) = too_far(now, msg) else {
             return false;
         };
@@ -22,6 +23,12 @@ impl Core {
         }
         let quiet = std::mem::take(&mut w.quiet);
         w.last = Some(now.mono);
+        let from = self
+            .cluster
+            .peers
+            .links
+            .get(&peer)
+            .map_or("?", |l| l.name.as_str());
         log::warn!(
             "{} from {from} refused: {name}={value} is more than {} ahead of this computer's clock \
              (a forged message, or clocks far apart){}",
