@@ -146,10 +146,7 @@ pub(crate) fn too_far(now: Now, msg: &Message) -> Option<(&'static str, u64)> {
             "base" => ("base", fences, Some(2)),
             _ => continue,
         };
-        let Some(v) = std::str::from_utf8(value)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        else {
+        let Some(v) = crate::vocab::parse_u64(value) else {
             continue;
         };
         if v <= limit {

@@ -5,7 +5,7 @@
 
 use super::Message;
 use super::encode::encode_value;
-use super::message::decimal;
+use super::message::decimal_bytes;
 
 /// Where a message's parameters go: names are the protocol's own.
 pub(crate) trait Params<'a> {
@@ -106,7 +106,7 @@ impl<'a> Line<'a> {
             out.push(b'=');
             match value {
                 Value::Text(t) => encode_value(t, &mut out),
-                Value::Num(n) => out.extend_from_slice(decimal(*n, &mut digits).as_bytes()),
+                Value::Num(n) => out.extend_from_slice(decimal_bytes(*n, &mut digits)),
             }
         }
         out.push(b'\n');

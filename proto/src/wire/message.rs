@@ -105,18 +105,18 @@ impl Message {
     /// Adds or replaces a parameter whose value is a number.
     pub fn set_u64(&mut self, name: &str, value: u64) {
         let mut digits = [0u8; 20];
-        self.set(name, decimal(value, &mut digits));
+        self.set(name, decimal_bytes(value, &mut digits));
     }
 
     /// Adds or replaces a parameter whose value is a signed number.
     pub fn set_i64(&mut self, name: &str, value: i64) {
         let mut digits = [0u8; 20];
-        let abs = decimal(value.unsigned_abs(), &mut digits);
+        let abs = decimal_bytes(value.unsigned_abs(), &mut digits);
         let start = self.start_value(abs.len() + 1);
         if value < 0 {
             self.values.push(b'-');
         }
-        self.values.extend_from_slice(abs.as_bytes());
+        self.values.extend_from_slice(abs);
         self.end_value(name, start);
     }
 
@@ -467,12 +467,18 @@ pub fn is_valid_command(name: &[u8]) -> bool {
 /// written by the million in a handover).
 pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
     let mut digits = [0u8; 20];
-    out.extend_from_slice(decimal(v, &mut digits).as_bytes());
+    out.extend_from_slice(decimal_bytes(v, &mut digits));
 }
 
 /// `v` in decimal, written at the end of `digits`: the digits' slice.
-/// Two digits at a time: fences and epochs have 13 to 19.
-pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &str {
+pub(crate) fn decimal(v: u64, digits: &mut [u8; 20]) -> &str {
+    std::str::from_utf8(decimal_bytes(v, digits)).unwrap_or_default()
+}
+
+/// [`decimal`] as bytes, without checking that digits are text (they
+/// are): what the writers of lines use. Two digits at a time: fences and
+/// epochs have 13 to 19.
+pub(crate) fn decimal_bytes(mut v: u64, digits: &mut [u8; 20]) -> &[u8] {
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
         2021222324252627282930313233343536373839\
         4041424344454647484950515253545556575859\
@@ -493,5 +499,5 @@ pub(crate) fn decimal(mut v: u64, digits: &mut [u8; 20]) -> &str {
         at -= 1;
         digits[at] = b'0' + v as u8;
     }
-    std::str::from_utf8(&digits[at..]).unwrap_or_default()
+    &digits[at..]
 }
