@@ -52,10 +52,33 @@ const SPECIAL: [bool; 256] = {
     t
 };
 
+/// Whether `value` holds a byte of [`SPECIAL`]: eight bytes at a time
+/// (a value is an object name or an id, tens of bytes).
+fn has_special(value: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Non-zero exactly when a byte of `word` is `b` (the zero-byte test).
+    let has = |word: u64, b: u8| {
+        let x = word ^ (ONES * u64::from(b));
+        x.wrapping_sub(ONES) & !x & HIGHS
+    };
+    let mut words = value.chunks_exact(8);
+    for chunk in &mut words {
+        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
+            return true; // cannot be: a chunk is eight bytes
+        };
+        let w = u64::from_le_bytes(bytes);
+        if has(w, b'\\') | has(w, b'\n') | has(w, b'\r') | has(w, b'"') | has(w, b';') != 0 {
+            return true;
+        }
+    }
+    words.remainder().iter().any(|&b| SPECIAL[usize::from(b)])
+}
+
 /// Appends `value` as the grammar writes a value.
 pub(super) fn encode_value(value: &[u8], out: &mut Vec<u8>) {
     // Most values need no escape and no quotes: copied in one go.
-    if !value.iter().any(|&b| SPECIAL[usize::from(b)]) {
+    if !has_special(value) {
         out.extend_from_slice(value);
         return;
     }
@@ -74,5 +97,25 @@ pub(super) fn encode_value(value: &[u8], out: &mut Vec<u8>) {
     }
     if quoted {
         out.push(b'"');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_special_byte_is_found_wherever_it_is() {
+        for len in 0..40 {
+            let plain: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(!has_special(&plain), "{len}");
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut v = plain.clone();
+                    v[at] = b;
+                    assert_eq!(has_special(&v), SPECIAL[usize::from(b)], "{len} {at} {b}");
+                }
+            }
+        }
     }
 }

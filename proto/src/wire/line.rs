@@ -27,7 +27,7 @@ impl<'a> Params<'a> for Message {
 
 /// The most parameters a [`Line`] takes: more than any message written
 /// with one has (a `LOCK` to an owner, the most, has ten).
-pub(crate) const LINE_PARAMS: usize = 16;
+pub(crate) const LINE_PARAMS: usize = 12;
 
 #[derive(Clone, Copy)]
 enum Value<'a> {
@@ -81,7 +81,7 @@ impl<'a> Line<'a> {
     }
 
     /// The line, `\n` included.
-    pub fn finish(mut self) -> Vec<u8> {
+    pub fn finish(&mut self) -> Vec<u8> {
         let params = &mut self.params[..self.len];
         params.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let size = self.command.len()
