@@ -203,6 +203,12 @@ impl Peers {
             .find(|(_, l)| l.id.as_deref() == Some(id))
             .map(|(p, _)| *p)
     }
+
+    /// The name of the agent at the other end of link `peer`, for a log
+    /// line (`?` when the link is gone).
+    pub fn name_of(&self, peer: PeerId) -> &str {
+        self.links.get(&peer).map_or("?", |l| l.name.as_str())
+    }
 }
 
 /// A link that is up.

@@ -1,5 +1,6 @@
 //! The messages agents send each other, typed: one [`PeerMsg::parse`] and
-//! one [`PeerMsg::encode`], so handlers get fields, not parameters.
+//! one writer, [`PeerMsg::into_line`] (`write.rs`), so handlers get fields,
+//! not parameters.
 //!
 //! A peer message that lacks a field or carries a bad one is dropped with a
 //! log line ([`BadField`] names the field): a peer is another snaplockd, so this
@@ -29,17 +30,18 @@ use std::time::Duration;
 mod tickets;
 mod tx;
 pub(crate) mod view;
+mod write;
 
+use tickets::part;
 pub(crate) use tickets::{Part, ReportBegin, Tickets};
-use tickets::{part, put_part};
 pub(crate) use tx::{MAX_TX_ITEMS, TxDone, TxReq};
-use tx::{bits, numbers, put_numbers, put_tx_head, statements, tx_sets};
+use tx::{bits, numbers, statements, tx_sets};
 pub(crate) use view::{ListEntry, ListReq, Listed};
 
 use super::Id;
 use super::ids;
 use crate::vocab::{Kind, Mode, Policy, parse_u64};
-use crate::wire::{Line, Message, Params, encode_to_vec};
+use crate::wire::Message;
 
 /// A required field was missing or bad: its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -486,226 +488,6 @@ impl PeerMsg {
         };
         Ok(Some(msg))
     }
-
-    /// The message as it goes on the wire, `\n` included. The messages of
-    /// every grant are written straight from their fields.
-    pub fn into_line(self) -> Vec<u8> {
-        {
-            let mut line = Line::new(self.command());
-            if self.put(&mut line) {
-                return line.finish();
-            }
-        }
-        encode_to_vec(&self.encode())
-    }
-
-    /// The message as a [`Message`]: the same parameters as
-    /// [`into_line`](Self::into_line) writes.
-    pub fn encode(self) -> Message {
-        let mut m = Message::new(self.command());
-        if self.put(&mut m) {
-            return m;
-        }
-        match self {
-            PeerMsg::Started(s) => {
-                m.set("lockid", &*s.id);
-                m.set_owned("server_name", s.server_name.into_bytes());
-                m.set_u64("starttime", s.start_us);
-                if let Some(w) = s.wall_ms {
-                    m.set_u64("wall", w);
-                }
-                if let Some(e) = s.max_epoch {
-                    m.set_u64("max_epoch", e);
-                }
-                m.set_u64("epoch", s.epoch);
-                put_ids(&mut m, LEADER_KEYS, &s.leaders);
-            }
-            PeerMsg::Leaders { epoch, leaders } => {
-                m.set_u64("epoch", epoch);
-                put_ids(&mut m, LEADER_KEYS, &leaders);
-            }
-            PeerMsg::Tickets { epoch, part } => {
-                m.set("part", part.name());
-                m.set_u64("epoch", epoch);
-                put_part(&mut m, part);
-            }
-            PeerMsg::Tx(t) => {
-                put_tx_head(&mut m, t.epoch, t.namespace, t.req);
-                m.set_owned("key", t.key.into_bytes());
-                for (i, st) in t.statements.into_iter().enumerate() {
-                    m.set_owned(&format!("s{}", i + 1), st);
-                }
-                m.set_u64("duration", t.duration_us);
-                m.set_u64("room", t.room);
-            }
-            PeerMsg::TxDone(d) => {
-                put_tx_head(&mut m, d.epoch, d.namespace, d.req);
-                m.set_u64("fence", d.fence);
-                let bits: Vec<u8> = d
-                    .results
-                    .iter()
-                    .map(|&r| if r { b'1' } else { b'0' })
-                    .collect();
-                m.set_owned("results", bits);
-                for (i, (req, dup, var)) in d.sets.into_iter().enumerate() {
-                    let mut v = format!("{req} {} ", u8::from(dup)).into_bytes();
-                    v.extend_from_slice(&var);
-                    m.set_owned(&format!("set{}", i + 1), v);
-                }
-                put_numbers(&mut m, "renews", &d.renews);
-                put_numbers(&mut m, "deletes", &d.deletes);
-            }
-            PeerMsg::TxFailed {
-                epoch,
-                namespace,
-                req,
-                failed,
-                error,
-                description,
-            } => {
-                put_tx_head(&mut m, epoch, namespace, req);
-                m.set_u64("failed", failed);
-                m.set("error", error);
-                m.set_owned("description", description.into_bytes());
-            }
-            PeerMsg::TxAck {
-                epoch,
-                namespace,
-                req,
-                ok,
-            } => {
-                put_tx_head(&mut m, epoch, namespace, req);
-                m.set("ok", if ok { "true" } else { "false" });
-            }
-            PeerMsg::TxFence {
-                epoch,
-                namespace,
-                req,
-                home,
-                fence,
-            } => {
-                put_tx_head(&mut m, epoch, namespace, req);
-                m.set_owned("home", home.into_bytes());
-                m.set_u64("fence", fence);
-            }
-            PeerMsg::TxFenced {
-                epoch,
-                namespace,
-                req,
-                home,
-                fence,
-                ok,
-            } => {
-                put_tx_head(&mut m, epoch, namespace, req);
-                m.set_owned("home", home.into_bytes());
-                m.set_u64("fence", fence);
-                m.set("ok", if ok { "true" } else { "false" });
-            }
-            PeerMsg::List(r) => view::put_req(&mut m, r),
-            PeerMsg::Listed(l) => view::put_listed(&mut m, l),
-            // Written by `put`.
-            PeerMsg::Ping { .. }
-            | PeerMsg::Pong(_)
-            | PeerMsg::Lock(_)
-            | PeerMsg::Unlock { .. }
-            | PeerMsg::AddTicket { .. }
-            | PeerMsg::ActivateLock { .. }
-            | PeerMsg::Locked { .. }
-            | PeerMsg::LockActivated { .. }
-            | PeerMsg::DropTicket(_)
-            | PeerMsg::HasTicket(_)
-            | PeerMsg::Waiting { .. }
-            | PeerMsg::LockFailed { .. } => {}
-        }
-        m
-    }
-
-    /// Writes the parameters of the messages of every grant and of the
-    /// links' liveness; false for the others (written into a [`Message`]
-    /// by [`encode`](Self::encode)).
-    fn put<'a>(&'a self, p: &mut impl Params<'a>) -> bool {
-        match self {
-            PeerMsg::Ping { serial } => p.num("serial", *serial),
-            PeerMsg::Pong(pong) => {
-                p.num("serial", pong.serial);
-                p.num("epoch", pong.epoch);
-                p.num("view", pong.view);
-                if let Some(w) = pong.wall_ms {
-                    p.num("wall", w);
-                }
-                p.text("active", if pong.active { b"1" } else { b"0" });
-                if let Some(links) = pong.links {
-                    p.num("links", links);
-                }
-                if pong.delay_us > 0 {
-                    p.num("delay", pong.delay_us);
-                }
-            }
-            PeerMsg::Lock(l) => {
-                p.text("object_name", &l.object);
-                p.num("epoch", l.epoch);
-                p.num("req", l.req);
-                p.text("key", l.key.as_bytes());
-                put_kind(p, &l.kind);
-                if l.try_once {
-                    p.text("try", b"true");
-                }
-                if l.progress {
-                    p.text("progress", b"true");
-                }
-            }
-            PeerMsg::Unlock { epoch, object, req } => {
-                p.text("object_name", object);
-                p.num("epoch", *epoch);
-                p.num("req", *req);
-            }
-            PeerMsg::AddTicket {
-                at,
-                key,
-                number,
-                kind,
-            } => {
-                put_ticket_at(p, at);
-                p.text("key", key.as_bytes());
-                p.num("number", *number);
-                put_kind(p, kind);
-            }
-            PeerMsg::ActivateLock { at, fence } | PeerMsg::Locked { at, fence } => {
-                put_ticket_at(p, at);
-                p.num("fence", *fence);
-            }
-            PeerMsg::LockActivated {
-                at,
-                fence,
-                ok,
-                other,
-            } => {
-                put_ticket_at(p, at);
-                p.num("fence", *fence);
-                p.text("ok", if *ok { b"true" } else { b"false" });
-                if let Some((home, req)) = other {
-                    p.text("other_home", home.as_bytes());
-                    p.num("other_req", *req);
-                }
-            }
-            PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => put_ticket_at(p, at),
-            PeerMsg::Waiting { at, position } => {
-                put_ticket_at(p, at);
-                p.num("position", *position);
-            }
-            PeerMsg::LockFailed {
-                at,
-                error,
-                description,
-            } => {
-                put_ticket_at(p, at);
-                p.text("error", error.as_bytes());
-                p.text("description", description.as_bytes());
-            }
-            _ => return false,
-        }
-        true
-    }
 }
 
 fn num(m: &Message, name: &'static str) -> Result<u64, BadField> {
@@ -749,13 +531,6 @@ fn ticket_at(m: &mut Message) -> Result<TicketAt, BadField> {
     })
 }
 
-fn put_ticket_at<'a>(p: &mut impl Params<'a>, at: &'a TicketAt) {
-    p.text("object_name", &at.object);
-    p.num("epoch", at.epoch);
-    p.text("home", at.home.as_bytes());
-    p.num("req", at.req);
-}
-
 /// The leaders an epoch names (`leader0`…), their ids checked.
 fn leaders(m: &mut Message) -> Result<Vec<Id>, BadField> {
     let mut out = Vec::new();
@@ -767,32 +542,7 @@ fn leaders(m: &mut Message) -> Result<Vec<Id>, BadField> {
     Ok(out)
 }
 
-fn put_ids(m: &mut Message, keys: [&'static str; MAX_LEADERS], ids: &[Id]) {
-    for (key, id) in keys.iter().zip(ids) {
-        m.set(key, &**id);
-    }
-}
-
-/// Writes a ticket's kind.
-pub(crate) fn put_kind<'a>(p: &mut impl Params<'a>, kind: &Kind) {
-    p.text("mode", kind.mode.as_str().as_bytes());
-    if let Some(limit) = kind.limit {
-        p.num("limit", u64::from(limit));
-    }
-    match kind.policy {
-        Policy::Hard => {}
-        Policy::Soft => p.text("policy", b"soft"),
-        Policy::Timed { quiet } => {
-            p.text("policy", b"timed");
-            p.num(
-                "quiet",
-                u64::try_from(quiet.as_micros()).unwrap_or(u64::MAX),
-            );
-        }
-    }
-}
-
-/// Reads what [`put_kind`] wrote.
+/// Reads what [`put_kind`](write::put_kind) wrote.
 pub(crate) fn kind_of(msg: &Message) -> Result<Kind, BadField> {
     let mode = match msg.get("mode") {
         Some(b"shared") => Mode::Shared,

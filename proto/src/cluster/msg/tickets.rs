@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use super::{BadField, Id, PREV_KEYS, id_text, num, opt_u64, put_ids};
+use super::write::put_ids;
+use super::{BadField, Id, PREV_KEYS, id_text, num, opt_u64};
 use crate::wire::Message;
 
 /// The first line of a report (`part=begin`).

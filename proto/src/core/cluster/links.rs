@@ -125,12 +125,7 @@ impl Core {
             Err(bad) => Err(bad),
         };
         if let Err(BadField(what)) = result {
-            let name = self
-                .cluster
-                .peers
-                .links
-                .get(&peer)
-                .map_or("?", |l| l.name.as_str());
+            let name = self.cluster.peers.name_of(peer);
             log::warn!("{} from {name} dropped: bad or missing {what}", msg.command);
         }
         Ok(())

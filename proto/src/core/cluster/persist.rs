@@ -23,12 +23,7 @@ impl Core {
         }
         let quiet = std::mem::take(&mut w.quiet);
         w.last = Some(now.mono);
-        let from = self
-            .cluster
-            .peers
-            .links
-            .get(&peer)
-            .map_or("?", |l| l.name.as_str());
+        let from = self.cluster.peers.name_of(peer);
         log::warn!(
             "{} from {from} refused: {name}={value} is more than {} ahead of this computer's clock \
              (a forged message, or clocks far apart){}",
