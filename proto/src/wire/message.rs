@@ -97,7 +97,8 @@ impl Message {
         self.end_value(name, start);
     }
 
-    /// Adds or replaces a parameter, taking the value as it is.
+    /// Adds or replaces a parameter from an owned value (copied into the
+    /// message's buffer, as any other).
     pub fn set_owned(&mut self, name: &str, value: Vec<u8>) {
         self.set(name, value);
     }
