@@ -41,10 +41,31 @@ fn locked(
         return false;
     };
     *fence += 1;
+    reply(conn, dirty, client, b"LOCKED", Some(*fence), object, tag);
+    true
+}
+
+/// Queues `<command> [fence=<fence>;]object_name=<object>;tag=<tag>` for
+/// `client`, whose connection is `conn`, and marks it to be written.
+fn reply(
+    conn: &mut Conn<UnixStream>,
+    dirty: &mut Vec<usize>,
+    client: usize,
+    command: &[u8],
+    fence: Option<u64>,
+    object: &[u8],
+    tag: &[u8],
+) {
     let out = &mut conn.out;
-    out.extend_from_slice(b"LOCKED fence=");
-    out.extend_from_slice(fence.to_string().as_bytes());
-    out.extend_from_slice(b";object_name=");
+    out.extend_from_slice(command);
+    if let Some(fence) = fence {
+        out.extend_from_slice(b" fence=");
+        out.extend_from_slice(fence.to_string().as_bytes());
+        out.push(b';');
+    } else {
+        out.push(b' ');
+    }
+    out.extend_from_slice(b"object_name=");
     out.extend_from_slice(object);
     out.extend_from_slice(b";tag=");
     out.extend_from_slice(tag);
@@ -53,7 +74,6 @@ fn locked(
         conn.dirty = true;
         dirty.push(client);
     }
-    true
 }
 
 /// Passes `object` to its next waiter still connected, or frees it.
@@ -136,16 +156,7 @@ pub fn run(socket: &str) {
                         pass_on(&mut names, &mut clients, &mut dirty, &mut fence, object);
                     }
                     let conn = clients.get_mut(&c).expect("the connection being read");
-                    let out = &mut conn.out;
-                    out.extend_from_slice(b"UNLOCKED object_name=");
-                    out.extend_from_slice(object);
-                    out.extend_from_slice(b";tag=");
-                    out.extend_from_slice(tag);
-                    out.push(b'\n');
-                    if !conn.dirty {
-                        conn.dirty = true;
-                        dirty.push(c);
-                    }
+                    reply(conn, &mut dirty, c, b"UNLOCKED", None, object, tag);
                 }
             });
             // what is left is the start of a line: back to its connection
