@@ -71,7 +71,8 @@ if not grants:
 print("grants %d, instructions per grant %d, mallocs per grant %.1f"
       % (grants, total / grants, calls["malloc"] / grants))
 print("%-60s %14s %12s" % ("function", "calls/grant", "instr/call"))
-for short in ("wire::parse::parse", "cluster::msg::PeerMsg::parse", "cluster::persist::too_far",
+for short in ("wire::parse::parse", "wire::scan::scan", "cluster::msg::PeerMsg::parse",
+              "cluster::msg::PeerMsg::read_common", "cluster::persist::too_far",
               "cluster::msg::PeerMsg::into_line", "wire::line::Line::finish",
               "wire::encode::encode", "wire::encode::encode_value",
               "leader::<impl snaplock_proto::core::Core>::owner_lock",

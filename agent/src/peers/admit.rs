@@ -20,16 +20,13 @@ impl Peers {
             return;
         };
         match link.state {
-            // The core never sends REFUSE: on a link that is up it can only
+            // Only a REFUSE comes here from a link that is up (any other
+            // line went to the core). The core never sends one: it can only
             // be the other side taking back its acceptance (a failed proof).
-            State::Up if msg.command == "REFUSE" => {
+            State::Up => {
                 let why = format!("refused: {}", msg.get_str("reason").unwrap_or("no reason"));
                 self.drop_link(registry, now, id, Level::Warn, &why);
             }
-            State::Up => self.inputs.push_back(Input::PeerMessage {
-                peer: PeerId(id),
-                msg,
-            }),
             State::AwaitConnect => self.on_connect(registry, now, id, &msg),
             State::AwaitProof => self.on_proof(registry, now, id, &msg),
             State::AwaitAccept => self.on_accept(registry, now, id, &msg),

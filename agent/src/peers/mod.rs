@@ -5,8 +5,8 @@
 //! of [`handshake`] (version, cluster name, membership, unique server names,
 //! the shared secret), framing, and bounded buffers. The core sees a link
 //! only once its handshake is done (`Input::PeerUp`), then every line of it
-//! (`Input::PeerMessage`) and its end (`Input::PeerDown`); heartbeats,
-//! membership and the lock protocol are the core's.
+//! (`Input::PeerLine`, read by the core) and its end (`Input::PeerDown`);
+//! heartbeats, membership and the lock protocol are the core's.
 //!
 //! One link per pair of members. Both dial each other (a member that can
 //! only be reached one way still links up), so both may dial at once: the
@@ -17,9 +17,10 @@
 //! member means the member gave the old one up (it restarted, or that link
 //! died without this side noticing yet): the new one replaces it.
 //!
-//! Misbehaving peers cost only their own link: an unparsable or oversized
-//! line, a failed proof, a handshake not done in time, or more unsent
-//! bytes than [`max_unsent`] allows closes that link.
+//! Misbehaving peers cost only their own link: an unparsable (the core
+//! says so once the link is up) or oversized line, a failed proof, a
+//! handshake not done in time, or more unsent bytes than [`max_unsent`]
+//! allows closes that link.
 
 mod admit;
 pub mod handshake;
@@ -602,6 +603,20 @@ impl Peers {
             let parsed = match link.framer.next_line() {
                 None => return,
                 Some(Frame::Line([])) => continue,
+                // On a link that is up, every line is the core's, but the
+                // other side's taking back its acceptance.
+                Some(Frame::Line(line))
+                    if link.state == State::Up
+                        && !(line.starts_with(b"REFUSE")
+                            && wire::command_of(line) == Some("REFUSE")) =>
+                {
+                    let line = line.to_vec();
+                    self.inputs.push_back(Input::PeerLine {
+                        peer: PeerId(id),
+                        line,
+                    });
+                    continue;
+                }
                 Some(Frame::Line(line)) => wire::parse(line).map_err(|e| {
                     let shown = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
                     format!("unparsable line ({e}): {shown:?}; closing the link")

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use super::msg::BadField;
 use crate::time::{Now, Time};
-use crate::wire::Message;
+use crate::wire::Fields;
 
 /// How far past the largest fence it knows an agent reserves: one write
 /// per 65,536 fences at most, and a restart moves fences up by at most
@@ -126,39 +126,27 @@ pub(crate) fn fence_base(epoch: u64) -> u64 {
 
 /// The epochs and fences of a peer message, checked against the limits:
 /// the first epoch too far ahead (`epoch`, `max_epoch`, `prev_epoch`,
-/// `ready_epoch`, `wall`), else the first fence (`fence`, `floor`, `base`).
-/// One pass over the parameters: every peer message comes through here.
-pub(crate) fn too_far(now: Now, msg: &Message) -> Option<(&'static str, u64)> {
+/// `ready_epoch`, `wall`), else the first fence (`fence`, `floor`, `base`),
+/// in that order whatever their order on the wire. A value that is not a
+/// number is left to the message's reader.
+pub(crate) fn too_far(now: Now, msg: &impl Fields) -> Option<(&'static str, u64)> {
+    // Each name looked up on its own: in a scanned line, a name that is
+    // not there costs a few instructions (`wire::scan`).
+    #[inline(always)]
+    fn far(msg: &impl Fields, name: &'static str, limit: u64) -> Option<(&'static str, u64)> {
+        let v = msg.get(name).and_then(crate::vocab::parse_u64)?;
+        (v > limit).then_some((name, v))
+    }
     let (epochs, fences) = (epoch_limit(now), fence_limit(now));
     // `wall=` is a wall clock in ms, as epochs are: a conductor follows it.
-    // The epochs' names sort in the order they are checked in; the fences'
-    // do not, so the first of theirs in that order is kept.
-    let mut fence: Option<(usize, &'static str, u64)> = None;
-    for (name, value) in msg.params() {
-        let (name, limit, rank) = match name {
-            "epoch" => ("epoch", epochs, None),
-            "max_epoch" => ("max_epoch", epochs, None),
-            "prev_epoch" => ("prev_epoch", epochs, None),
-            "ready_epoch" => ("ready_epoch", epochs, None),
-            "wall" => ("wall", epochs, None),
-            "fence" => ("fence", fences, Some(0)),
-            "floor" => ("floor", fences, Some(1)),
-            "base" => ("base", fences, Some(2)),
-            _ => continue,
-        };
-        let Some(v) = crate::vocab::parse_u64(value) else {
-            continue;
-        };
-        if v <= limit {
-            continue;
-        }
-        match rank {
-            None => return Some((name, v)),
-            Some(r) if fence.is_none_or(|(best, _, _)| r < best) => fence = Some((r, name, v)),
-            Some(_) => {}
-        }
-    }
-    fence.map(|(_, name, v)| (name, v))
+    far(msg, "epoch", epochs)
+        .or_else(|| far(msg, "max_epoch", epochs))
+        .or_else(|| far(msg, "prev_epoch", epochs))
+        .or_else(|| far(msg, "ready_epoch", epochs))
+        .or_else(|| far(msg, "wall", epochs))
+        .or_else(|| far(msg, "fence", fences))
+        .or_else(|| far(msg, "floor", fences))
+        .or_else(|| far(msg, "base", fences))
 }
 
 /// Checks the fences of tickets a peer sent (reports, states).
@@ -206,6 +194,7 @@ pub(crate) fn humantime(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Message;
 
     #[test]
     fn a_record_reads_back_as_written() {
@@ -253,11 +242,17 @@ mod tests {
             wall: crate::time::UnixTime(1_800_000_000_000_000),
         };
         let (e, f) = (epoch_limit(now), fence_limit(now));
+        // A message, and the same line as given (its names unsorted),
+        // scanned: both read the same.
         let m = |params: &[(&str, u64)]| {
             let mut m = Message::new("LOCKED");
+            let mut line = b"LOCKED ".to_vec();
             for (n, v) in params {
                 m.set_u64(n, *v);
+                line.extend_from_slice(format!("{n}={v};").as_bytes());
             }
+            let scanned = crate::wire::scan(&line).expect("a plain line");
+            assert_eq!(too_far(now, &scanned), too_far(now, &m), "{params:?}");
             too_far(now, &m)
         };
         assert_eq!(m(&[("epoch", e), ("fence", f), ("req", u64::MAX)]), None);

@@ -166,12 +166,13 @@ pub enum Input {
         /// The other computer's `listen` address, as it announced it.
         addr: SocketAddr,
     },
-    /// A message arrived on a link that is up.
-    PeerMessage {
+    /// A line arrived on a link that is up (without its `\n`). One that
+    /// does not parse closes the link ([`Output::PeerClose`]).
+    PeerLine {
         /// The link.
         peer: PeerId,
-        /// The message.
-        msg: Message,
+        /// The line.
+        line: Vec<u8>,
     },
     /// A link that was up is closed (by either side, or by the shell after
     /// [`Output::PeerClose`]).
@@ -412,7 +413,7 @@ impl Core {
             } => self.client_malformed(client, &line, &error),
             Input::ClientClosed { client } => self.client_closed(now, client),
             Input::PeerUp { peer, name, addr } => self.peer_up(now, peer, name, addr),
-            Input::PeerMessage { peer, msg } => self.peer_message(now, peer, msg),
+            Input::PeerLine { peer, line } => self.peer_line(now, peer, &line),
             Input::PeerDown { peer } => self.peer_down(now, peer),
             Input::UnitEmpty { unit } => {
                 self.unit_empty(now, unit);

@@ -52,16 +52,21 @@ const SPECIAL: [bool; 256] = {
     t
 };
 
+/// Eight bytes at a time: the high bit of every byte of `word` that is
+/// `b`, and perhaps of some above the lowest of them (a borrow), so the
+/// mask is non-zero exactly when a byte is `b`, and its lowest bit marks
+/// the first one (the zero-byte test).
+pub(super) fn bytes_equal(word: u64, b: u8) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let x = word ^ (ONES * u64::from(b));
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
 /// Whether `value` holds a byte of [`SPECIAL`]: eight bytes at a time
 /// (a value is an object name or an id, tens of bytes).
 fn has_special(value: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // Non-zero exactly when a byte of `word` is `b` (the zero-byte test).
-    let has = |word: u64, b: u8| {
-        let x = word ^ (ONES * u64::from(b));
-        x.wrapping_sub(ONES) & !x & HIGHS
-    };
+    let has = bytes_equal;
     let mut words = value.chunks_exact(8);
     for chunk in &mut words {
         let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {

@@ -4,12 +4,15 @@
 //! - [`parse()`] turns one line into a [`Message`]; it is total and bounded.
 //! - [`encode()`] writes a [`Message`] back; `parse(encode(m)) == m`.
 //! - [`Line`] writes the same line from parameters, without a [`Message`].
+//! - [`scan`] reads a plain line in place, as [`parse()`] would; [`Fields`]
+//!   reads the one or the other.
 
 mod encode;
 mod framer;
 mod line;
 mod message;
 mod parse;
+mod scan;
 
 pub use encode::{encode, encode_to_vec};
 pub use framer::{Frame, LineFramer};
@@ -17,6 +20,7 @@ pub(crate) use line::{Line, Params};
 pub use message::{Command, MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name};
 pub(crate) use message::{decimal, put_u64};
 pub use parse::{ParseError, ParseErrorKind, command_of, parse, parse_line};
+pub(crate) use scan::{Fields, scan};
 
 #[cfg(test)]
 mod tests;

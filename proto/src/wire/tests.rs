@@ -7,6 +7,7 @@ use rand::{Rng, SeedableRng};
 use super::*;
 
 mod framer;
+mod scan;
 
 /// `encode(msg)` without its `\n`: what [`parse`] takes.
 fn line_of(msg: &Message) -> Vec<u8> {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use snaplock_proto::cluster::{Persisted, Plant};
-use snaplock_proto::wire::{Message, parse, parse_line};
+use snaplock_proto::wire::{Message, encode_to_vec, parse, parse_line};
 use snaplock_proto::{
     ClientId, ClusterConfig, Config, Core, Credentials, Input, Now, Output, PeerId, Time, UnixTime,
 };
@@ -231,11 +231,13 @@ impl Net {
                     .delivered
                     .entry((to, msg.command.to_string()))
                     .or_default() += 1;
+                let mut line = encode_to_vec(&msg);
+                line.pop();
                 self.input(
                     to,
-                    Input::PeerMessage {
+                    Input::PeerLine {
                         peer: PeerId(p),
-                        msg,
+                        line,
                     },
                     now,
                 );
@@ -460,12 +462,11 @@ impl Net {
             .find(|((n, _), (m, _))| *n == to && *m == from)
             .map(|((_, p), _)| *p)
             .expect("linked");
-        let msg = parse(line.as_bytes()).unwrap();
         self.input(
             to,
-            Input::PeerMessage {
+            Input::PeerLine {
                 peer: PeerId(p),
-                msg,
+                line: line.as_bytes().to_vec(),
             },
             now_of(self.t),
         );

@@ -3,7 +3,7 @@
 //! are told), delivering what each direction has ready, and delivering
 //! again, after a reconnect, what the previous connection carried last.
 
-use snaplock_proto::Input;
+use snaplock_proto::{Input, wire};
 
 use super::events::{Ev, Phase};
 use super::net::LinkState;
@@ -163,9 +163,12 @@ impl World {
             if let Err(what) = self.wire.received(to, from, &msg) {
                 self.checker.report(self.now, "S6", what);
             }
-            let input = Input::PeerMessage {
+            // The agent hands the core the line as it came.
+            let mut line = wire::encode_to_vec(&msg);
+            line.pop();
+            let input = Input::PeerLine {
                 peer: ids[to_end],
-                msg,
+                line,
             };
             self.feed(to, input);
         }

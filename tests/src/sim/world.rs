@@ -347,8 +347,10 @@ impl World {
             }
         }
         self.trace_input(i, &input);
-        if let Input::PeerMessage { msg, .. } = &input {
-            self.wire.processed(i, msg);
+        if let Input::PeerLine { line, .. } = &input {
+            if let Ok(msg) = wire::parse(line) {
+                self.wire.processed(i, &msg);
+            }
         }
         super::corelog::at(i, self.now);
         let now = self.nodes[i].clock.now(self.now);
@@ -382,8 +384,10 @@ impl World {
                 self.trace.num(peer.0);
                 self.log(|| format!("n{i} link {} up to {name}", peer.0));
             }
-            Input::PeerMessage { peer, msg } => {
+            Input::PeerLine { peer, line } => {
                 self.trace.num(peer.0);
+                let msg = wire::parse(line).unwrap_or_default();
+                let msg = &msg;
                 self.trace.message(msg);
                 self.stats.peer_messages += 1;
                 self.log(|| format!("n{i} <- p{} {}", peer.0, show(msg)));

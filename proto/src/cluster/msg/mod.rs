@@ -41,7 +41,7 @@ pub(crate) use view::{ListEntry, ListReq, Listed};
 use super::Id;
 use super::ids;
 use crate::vocab::{Kind, Mode, Policy, parse_u64};
-use crate::wire::Message;
+use crate::wire::{Fields, Message};
 
 /// A required field was missing or bad: its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,6 +321,9 @@ impl PeerMsg {
     /// command this version does not know (ignored, for a later version's
     /// sake).
     pub fn parse(m: &mut Message) -> Result<Option<PeerMsg>, BadField> {
+        if let Some(msg) = Self::read_common(m)? {
+            return Ok(Some(msg));
+        }
         let msg = match m.command.as_str() {
             "LOCKSTARTED" => PeerMsg::Started(Started {
                 id: id(m, "lockid")?,
@@ -330,18 +333,6 @@ impl PeerMsg {
                 max_epoch: opt_u64(m, "max_epoch")?,
                 epoch: num(m, "epoch")?,
                 leaders: leaders(m)?,
-            }),
-            "LOCKPING" => PeerMsg::Ping {
-                serial: num(m, "serial")?,
-            },
-            "LOCKPONG" => PeerMsg::Pong(Pong {
-                serial: num(m, "serial")?,
-                epoch: num(m, "epoch")?,
-                view: opt_u64(m, "view")?.unwrap_or(0),
-                wall_ms: opt_u64(m, "wall")?,
-                active: m.get("active") == Some(b"1"),
-                links: opt_u64(m, "links")?,
-                delay_us: opt_u64(m, "delay")?.unwrap_or(0),
             }),
             "LOCKLEADERS" => {
                 let leaders = leaders(m)?;
@@ -357,6 +348,105 @@ impl PeerMsg {
                 epoch: num(m, "epoch")?,
                 part: part(m)?,
             },
+            "TRANSACTION" => PeerMsg::Tx(TxReq {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                key: text(m, "key")?,
+                statements: statements(m)?,
+                duration_us: num(m, "duration")?,
+                room: num(m, "room")?,
+            }),
+            "TXDONE" => PeerMsg::TxDone(TxDone {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                fence: num(m, "fence")?,
+                results: bits(m, "results")?,
+                sets: tx_sets(m)?,
+                renews: numbers(m, "renews")?,
+                deletes: numbers(m, "deletes")?,
+            }),
+            "TXFAILED" => PeerMsg::TxFailed {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                failed: num(m, "failed")?,
+                error: match m.get("error") {
+                    Some(b"failed") => "failed",
+                    Some(b"overflow") => "overflow",
+                    Some(b"invalid") => "invalid",
+                    _ => "unavailable",
+                },
+                description: m
+                    .get_str("description")
+                    .unwrap_or("refused by the leaders")
+                    .to_owned(),
+            },
+            "TXFENCE" => PeerMsg::TxFence {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                home: text(m, "home")?,
+                fence: num(m, "fence")?,
+            },
+            "TXFENCED" => PeerMsg::TxFenced {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                home: text(m, "home")?,
+                fence: num(m, "fence")?,
+                ok: m.get("ok") == Some(b"true"),
+            },
+            "TXACK" => PeerMsg::TxAck {
+                epoch: num(m, "epoch")?,
+                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
+                req: num(m, "req")?,
+                ok: m.get("ok") == Some(b"true"),
+            },
+            "LOCKLIST" => PeerMsg::List(view::parse_req(m)?),
+            "LOCKLISTED" => PeerMsg::Listed(view::parse_listed(m)?),
+            _ => return Ok(None),
+        };
+        Ok(Some(msg))
+    }
+    /// The commands [`read_common`](Self::read_common) reads: those of a
+    /// grant and of liveness, nearly every message agents exchange.
+    pub fn is_common(command: &str) -> bool {
+        matches!(
+            command,
+            "LOCKPING"
+                | "LOCKPONG"
+                | "LOCK"
+                | "UNLOCK"
+                | "ADDTICKET"
+                | "ACTIVATELOCK"
+                | "LOCKACTIVATED"
+                | "DROPTICKET"
+                | "LOCKED"
+                | "LOCKFAILED"
+                | "HASTICKET"
+                | "LOCKWAITING"
+        )
+    }
+
+    /// Reads a message of a [common](Self::is_common) command from a
+    /// [`Message`] or a [scanned](crate::wire::scan) line; `Ok(None)` for
+    /// any other command.
+    pub fn read_common<F: Fields>(m: &mut F) -> Result<Option<PeerMsg>, BadField> {
+        let msg = match m.command() {
+            "LOCKPING" => PeerMsg::Ping {
+                serial: num(m, "serial")?,
+            },
+            "LOCKPONG" => PeerMsg::Pong(Pong {
+                serial: num(m, "serial")?,
+                epoch: num(m, "epoch")?,
+                view: opt_u64(m, "view")?.unwrap_or(0),
+                wall_ms: opt_u64(m, "wall")?,
+                active: m.get("active") == Some(b"1"),
+                links: opt_u64(m, "links")?,
+                delay_us: opt_u64(m, "delay")?.unwrap_or(0),
+            }),
             "LOCK" => PeerMsg::Lock(Lock {
                 epoch: num(m, "epoch")?,
                 object: object(m)?,
@@ -426,82 +516,27 @@ impl PeerMsg {
                     .filter(|p| *p > 0)
                     .ok_or(BadField("position"))?,
             },
-            "TRANSACTION" => PeerMsg::Tx(TxReq {
-                epoch: num(m, "epoch")?,
-                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
-                req: num(m, "req")?,
-                key: text(m, "key")?,
-                statements: statements(m)?,
-                duration_us: num(m, "duration")?,
-                room: num(m, "room")?,
-            }),
-            "TXDONE" => PeerMsg::TxDone(TxDone {
-                epoch: num(m, "epoch")?,
-                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
-                req: num(m, "req")?,
-                fence: num(m, "fence")?,
-                results: bits(m, "results")?,
-                sets: tx_sets(m)?,
-                renews: numbers(m, "renews")?,
-                deletes: numbers(m, "deletes")?,
-            }),
-            "TXFAILED" => PeerMsg::TxFailed {
-                epoch: num(m, "epoch")?,
-                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
-                req: num(m, "req")?,
-                failed: num(m, "failed")?,
-                error: match m.get("error") {
-                    Some(b"failed") => "failed",
-                    Some(b"overflow") => "overflow",
-                    Some(b"invalid") => "invalid",
-                    _ => "unavailable",
-                },
-                description: m
-                    .get_str("description")
-                    .unwrap_or("refused by the leaders")
-                    .to_owned(),
-            },
-            "TXFENCE" => PeerMsg::TxFence {
-                epoch: num(m, "epoch")?,
-                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
-                req: num(m, "req")?,
-                home: text(m, "home")?,
-                fence: num(m, "fence")?,
-            },
-            "TXFENCED" => PeerMsg::TxFenced {
-                epoch: num(m, "epoch")?,
-                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
-                req: num(m, "req")?,
-                home: text(m, "home")?,
-                fence: num(m, "fence")?,
-                ok: m.get("ok") == Some(b"true"),
-            },
-            "TXACK" => PeerMsg::TxAck {
-                epoch: num(m, "epoch")?,
-                namespace: m.remove("namespace").ok_or(BadField("namespace"))?,
-                req: num(m, "req")?,
-                ok: m.get("ok") == Some(b"true"),
-            },
-            "LOCKLIST" => PeerMsg::List(view::parse_req(m)?),
-            "LOCKLISTED" => PeerMsg::Listed(view::parse_listed(m)?),
             _ => return Ok(None),
         };
         Ok(Some(msg))
     }
 }
 
-fn num(m: &Message, name: &'static str) -> Result<u64, BadField> {
+#[inline(always)]
+fn num(m: &(impl Fields + ?Sized), name: &'static str) -> Result<u64, BadField> {
     m.get(name).and_then(parse_u64).ok_or(BadField(name))
 }
 
-fn opt_u64(m: &Message, name: &'static str) -> Result<Option<u64>, BadField> {
+#[inline(always)]
+fn opt_u64(m: &(impl Fields + ?Sized), name: &'static str) -> Result<Option<u64>, BadField> {
     m.get(name)
         .map(|v| parse_u64(v).ok_or(BadField(name)))
         .transpose()
 }
 
-fn text(m: &mut Message, name: &'static str) -> Result<String, BadField> {
-    m.remove(name)
+#[inline(always)]
+fn text(m: &mut (impl Fields + ?Sized), name: &'static str) -> Result<String, BadField> {
+    m.take(name)
         .and_then(|v| String::from_utf8(v).ok())
         .ok_or(BadField(name))
 }
@@ -518,11 +553,13 @@ fn id(m: &mut Message, name: &'static str) -> Result<Id, BadField> {
     Ok(Id::from(id))
 }
 
-fn object(m: &mut Message) -> Result<Vec<u8>, BadField> {
-    m.remove("object_name").ok_or(BadField("object_name"))
+#[inline(always)]
+fn object(m: &mut (impl Fields + ?Sized)) -> Result<Vec<u8>, BadField> {
+    m.take("object_name").ok_or(BadField("object_name"))
 }
 
-fn ticket_at(m: &mut Message) -> Result<TicketAt, BadField> {
+#[inline(always)]
+fn ticket_at(m: &mut (impl Fields + ?Sized)) -> Result<TicketAt, BadField> {
     Ok(TicketAt {
         epoch: num(m, "epoch")?,
         object: object(m)?,
@@ -543,7 +580,7 @@ fn leaders(m: &mut Message) -> Result<Vec<Id>, BadField> {
 }
 
 /// Reads what [`put_kind`](write::put_kind) wrote.
-pub(crate) fn kind_of(msg: &Message) -> Result<Kind, BadField> {
+pub(crate) fn kind_of(msg: &(impl Fields + ?Sized)) -> Result<Kind, BadField> {
     let mode = match msg.get("mode") {
         Some(b"shared") => Mode::Shared,
         Some(b"counted") => Mode::Counted,

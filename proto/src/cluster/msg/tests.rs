@@ -497,3 +497,52 @@ fn every_cut_or_changed_byte_of_a_list_answer_is_read_or_refused() {
         }
     }
 }
+
+/// `m` with object names the encoder writes as they are, unquoted.
+fn with_plain_objects(mut m: PeerMsg) -> PeerMsg {
+    match &mut m {
+        PeerMsg::Lock(Lock { object, .. }) | PeerMsg::Unlock { object, .. } => {
+            *object = b"plain/object.1".to_vec();
+        }
+        PeerMsg::AddTicket { at, .. }
+        | PeerMsg::ActivateLock { at, .. }
+        | PeerMsg::LockActivated { at, .. }
+        | PeerMsg::DropTicket(at)
+        | PeerMsg::Locked { at, .. }
+        | PeerMsg::LockFailed { at, .. }
+        | PeerMsg::HasTicket(at)
+        | PeerMsg::Waiting { at, .. } => at.object = b"plain/object.1".to_vec(),
+        _ => {}
+    }
+    m
+}
+
+#[test]
+fn every_common_message_is_scanned_and_reads_as_it_was_written() {
+    let mut kinds = std::collections::BTreeSet::new();
+    for m in every_kind_of_message().into_iter().map(with_plain_objects) {
+        let mut line = m.clone().into_line();
+        line.pop();
+        let common = PeerMsg::is_common(m.command());
+        let mut parsed = parse(&line).expect("a line");
+        assert_eq!(
+            PeerMsg::read_common(&mut parsed).expect("reads").is_some(),
+            common,
+            "{}: is_common and read_common agree",
+            m.command()
+        );
+        if !common {
+            continue;
+        }
+        let mut scanned = crate::wire::scan(&line)
+            .unwrap_or_else(|| panic!("not scanned: {}", String::from_utf8_lossy(&line)));
+        assert_eq!(
+            PeerMsg::read_common(&mut scanned),
+            Ok(Some(m.clone())),
+            "{}",
+            String::from_utf8_lossy(&line)
+        );
+        kinds.insert(m.command());
+    }
+    assert_eq!(kinds.len(), 12, "every common command was tried: {kinds:?}");
+}

@@ -7,7 +7,7 @@ use crate::cluster::{Contact, Id};
 use crate::core::{Core, InputError, Output};
 use crate::time::Now;
 use crate::vocab::PeerId;
-use crate::wire::Message;
+use crate::wire::{self, Fields};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -82,11 +82,45 @@ impl Core {
         Ok(())
     }
 
-    pub(crate) fn peer_message(
+    /// A line of link `peer`: a plain line of a common command is read
+    /// in place ([`wire::scan`]), any other parsed first.
+    pub(crate) fn peer_line(
         &mut self,
         now: Now,
         peer: PeerId,
-        mut msg: Message,
+        line: &[u8],
+    ) -> Result<(), InputError> {
+        if let Some(mut scanned) = wire::scan(line).filter(|s| PeerMsg::is_common(s.command())) {
+            return self.peer_message(now, peer, &mut scanned, PeerMsg::read_common);
+        }
+        match wire::parse(line) {
+            Ok(mut msg) => self.peer_message(now, peer, &mut msg, PeerMsg::parse),
+            Err(e) => {
+                let Some(link) = self.cluster.peers.links.get_mut(&peer) else {
+                    return Err(InputError::UnknownPeer(peer));
+                };
+                if !link.closing {
+                    let shown = String::from_utf8_lossy(&line[..line.len().min(80)]);
+                    log::warn!(
+                        "{} ({}): unparsable line ({e}): {shown:?}; closing the link",
+                        link.name,
+                        link.addr
+                    );
+                    link.closing = true;
+                    self.out.push_back(Output::PeerClose { peer });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A message of link `peer`, read by `read`.
+    fn peer_message<F: Fields>(
+        &mut self,
+        now: Now,
+        peer: PeerId,
+        msg: &mut F,
+        read: fn(&mut F) -> Result<Option<PeerMsg>, BadField>,
     ) -> Result<(), InputError> {
         let Some(link) = self.cluster.peers.links.get(&peer) else {
             return Err(InputError::UnknownPeer(peer));
@@ -96,7 +130,7 @@ impl Core {
         }
         let from = link.id.clone();
         let addr = link.addr;
-        if self.refuse_far(now, peer, &msg) {
+        if self.refuse_far(now, peer, msg) {
             return Ok(());
         }
         if let Some(id) = &from {
@@ -116,17 +150,20 @@ impl Core {
             // than the locks were carried from says it left that epoch.
             self.cluster.home.carried.left(addr, epoch, now.mono);
         }
-        let result = match PeerMsg::parse(&mut msg) {
+        let result = match read(msg) {
             Ok(Some(m)) => self.dispatch(now, peer, from, m),
             Ok(None) => {
-                log::debug!("unknown peer command {} ignored", msg.command);
+                log::debug!("unknown peer command {} ignored", msg.command());
                 Ok(())
             }
             Err(bad) => Err(bad),
         };
         if let Err(BadField(what)) = result {
             let name = self.cluster.peers.name_of(peer);
-            log::warn!("{} from {name} dropped: bad or missing {what}", msg.command);
+            log::warn!(
+                "{} from {name} dropped: bad or missing {what}",
+                msg.command()
+            );
         }
         Ok(())
     }

@@ -7,12 +7,12 @@ use crate::cluster::persist::{
 use crate::core::{Core, Output};
 use crate::time::Now;
 use crate::vocab::PeerId;
-use crate::wire::Message;
+use crate::wire::Fields;
 
 impl Core {
     /// Refuses a peer message that names an epoch or a fence too far
     /// ahead of this agent's wall clock (logged, at most every 10 s).
-    pub(crate) fn refuse_far(&mut self, now: Now, peer: PeerId, msg: &Message) -> bool {
+    pub(crate) fn refuse_far(&mut self, now: Now, peer: PeerId, msg: &impl Fields) -> bool {
         let Some((name, value)) = too_far(now, msg) else {
             return false;
         };
@@ -27,7 +27,7 @@ impl Core {
         log::warn!(
             "{} from {from} refused: {name}={value} is more than {} ahead of this computer's clock \
              (a forged message, or clocks far apart){}",
-            msg.command,
+            msg.command(),
             humantime(MAX_EPOCH_AHEAD),
             if quiet > 0 {
                 format!("; {quiet} more refused since the last warning")

@@ -55,7 +55,7 @@ fn pongs(core: &mut Core) -> Vec<(u64, bool)> {
     let mut said = Vec::new();
     while let Some(out) = core.poll_output() {
         if let Output::PeerSend { peer, line } = out {
-            let msg = crate::wire::parse_line(&line).expect("a line");
+            let msg = wire::parse_line(&line).expect("a line");
             if peer == PeerId(1) && msg.command == "LOCKPONG" {
                 let serial = msg.get("serial").and_then(crate::vocab::parse_u64).unwrap();
                 said.push((serial, msg.get("active") == Some(b"1")));
