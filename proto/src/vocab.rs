@@ -155,14 +155,56 @@ impl Refusal {
     }
 }
 
-/// `[0-9]{1,19}` within `u64`.
+/// `[0-9]{1,20}` within `u64`. Eight digits at a time: every peer
+/// message carries a few numbers of 13 to 19 digits (epochs, fences).
 pub fn parse_u64(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
+    if v.is_empty() || v.len() > 20 {
         return None;
     }
-    v.iter().try_fold(0u64, |a, &b| {
-        a.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-    })
+    if v.len() == 20 {
+        // The one length that can overflow.
+        if !v.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        return v.iter().try_fold(0u64, |a, &b| {
+            a.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        });
+    }
+    // At most 19 digits: below 10^19, no overflow.
+    let mut n = 0u64;
+    let mut rest = v;
+    while let Some((chunk, tail)) = rest.split_first_chunk::<8>() {
+        n = n * 100_000_000 + eight_digits(u64::from_le_bytes(*chunk))?;
+        rest = tail;
+    }
+    for &b in rest {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n * 10 + u64::from(d);
+    }
+    Some(n)
+}
+
+/// The number eight ASCII digits make (the first in the lowest byte), or
+/// `None` when a byte is not a digit.
+fn eight_digits(word: u64) -> Option<u64> {
+    const HIGH_NIBBLES: u64 = 0xf0f0_f0f0_f0f0_f0f0;
+    const ZEROS: u64 = 0x3030_3030_3030_3030;
+    // Every byte is 0x30..=0x3f, and stays below 0x40 with 6 added (no
+    // byte then carries into the next): every byte is 0x30..=0x39.
+    if word & HIGH_NIBBLES != ZEROS
+        || word.wrapping_add(0x0606_0606_0606_0606) & HIGH_NIBBLES != ZEROS
+    {
+        return None;
+    }
+    let mut v = word - ZEROS;
+    // Pairs, then fours, then all eight: the first digit is the highest.
+    v = (v * 10 + (v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    v = (v * 100 + (v >> 16)) & 0x0000_ffff_0000_ffff;
+    v = (v * 10_000 + (v >> 32)) & 0x0000_0000_ffff_ffff;
+    Some(v)
 }
 
 /// `-?[0-9]+` within `i64`.
@@ -182,6 +224,58 @@ pub fn parse_i64(v: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `parse_u64` must answer, one digit at a time.
+    fn slow_u64(v: &[u8]) -> Option<u64> {
+        if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        v.iter().try_fold(0u64, |a, &b| {
+            a.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        })
+    }
+
+    #[test]
+    fn numbers_are_read_eight_digits_at_a_time_as_one_at_a_time() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(0x5eed_0008);
+        // Bytes next to the digits, and the digits, most often.
+        let bytes = b"0123456789/:\x00\xff+- 09";
+        for case in 0..200_000 {
+            let len = rng.random_range(0..=22);
+            let v: Vec<u8> = (0..len)
+                .map(|_| match rng.random_range(0..10) {
+                    0 => bytes[rng.random_range(0..bytes.len())],
+                    1 => rng.random(),
+                    _ => b'0' + rng.random_range(0..10u8),
+                })
+                .collect();
+            assert_eq!(
+                parse_u64(&v),
+                slow_u64(&v),
+                "case {case}: {:?}",
+                v.escape_ascii().to_string()
+            );
+        }
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99_999_999,
+            100_000_000,
+            u64::MAX / 10,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            assert_eq!(parse_u64(n.to_string().as_bytes()), Some(n));
+            assert_eq!(
+                parse_u64(format!("{n:019}").as_bytes()),
+                slow_u64(format!("{n:019}").as_bytes())
+            );
+        }
+    }
 
     #[test]
     fn numbers_are_plain_decimal_within_their_type() {
