@@ -181,5 +181,6 @@ impl Core {
         }
         self.send_report(now);
         self.resubmit_all(now);
+        self.ping_now(now);
     }
 }

@@ -514,5 +514,6 @@ impl Core {
                 self.resend_grants(&home);
             }
         }
+        self.ping_now(now);
     }
 }

@@ -456,14 +456,34 @@ impl Core {
                 self.out.push_back(Output::PeerClose { peer });
                 continue;
             }
-            self.cluster.peers.ping_serial += 1;
-            let serial = self.cluster.peers.ping_serial;
-            if link.pings.len() >= MAX_PINGS {
-                link.pings.pop_front();
-            }
-            link.pings.push_back((serial, now.mono));
-            self.send(To::Link(peer), PeerMsg::Ping { serial });
+            self.ping(now, peer);
         }
+    }
+
+    /// Pings every link now, out of turn: when this agent enters an epoch
+    /// or starts leading in it, the answers in it make it act (and its
+    /// votes count) without waiting for the next round.
+    pub(crate) fn ping_now(&mut self, now: Now) {
+        let peers: Vec<PeerId> = (self.cluster.peers.links.iter())
+            .filter(|(_, l)| !l.closing && l.id.is_some())
+            .map(|(p, _)| *p)
+            .collect();
+        for peer in peers {
+            self.ping(now, peer);
+        }
+    }
+
+    fn ping(&mut self, now: Now, peer: PeerId) {
+        let Some(link) = self.cluster.peers.links.get_mut(&peer) else {
+            return;
+        };
+        self.cluster.peers.ping_serial += 1;
+        let serial = self.cluster.peers.ping_serial;
+        if link.pings.len() >= MAX_PINGS {
+            link.pings.pop_front();
+        }
+        link.pings.push_back((serial, now.mono));
+        self.send(To::Link(peer), PeerMsg::Ping { serial });
     }
 
     /// Forgets what was heard of ids silent for long (agents restarted
