@@ -181,6 +181,5 @@ impl Core {
         }
         self.send_report(now);
         self.resubmit_all(now);
-        self.ping_now(now);
     }
 }

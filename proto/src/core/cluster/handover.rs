@@ -514,6 +514,5 @@ impl Core {
                 self.resend_grants(&home);
             }
         }
-        self.ping_now(now);
     }
 }

@@ -96,19 +96,11 @@ impl Core {
         match wire::parse(line) {
             Ok(mut msg) => self.peer_message(now, peer, &mut msg, PeerMsg::parse),
             Err(e) => {
-                let Some(link) = self.cluster.peers.links.get_mut(&peer) else {
+                if !self.cluster.peers.links.contains_key(&peer) {
                     return Err(InputError::UnknownPeer(peer));
-                };
-                if !link.closing {
-                    let shown = String::from_utf8_lossy(&line[..line.len().min(80)]);
-                    log::warn!(
-                        "{} ({}): unparsable line ({e}): {shown:?}; closing the link",
-                        link.name,
-                        link.addr
-                    );
-                    link.closing = true;
-                    self.out.push_back(Output::PeerClose { peer });
                 }
+                let shown = String::from_utf8_lossy(&line[..line.len().min(80)]);
+                self.close_link(peer, &format!("sent an unparsable line ({e}): {shown:?}"));
                 Ok(())
             }
         }
@@ -447,43 +439,29 @@ impl Core {
                 && silent_since.is_some_and(|s| s + timeout <= now.mono)
                 && heard.is_none_or(|h| h + timeout <= now.mono)
             {
-                log::warn!(
-                    "{} ({}) silent for {timeout:?}: closing its link",
-                    link.name,
-                    link.addr
-                );
-                link.closing = true;
-                self.out.push_back(Output::PeerClose { peer });
+                self.close_link(peer, &format!("silent for {timeout:?}"));
                 continue;
             }
-            self.ping(now, peer);
+            self.cluster.peers.ping_serial += 1;
+            let serial = self.cluster.peers.ping_serial;
+            if link.pings.len() >= MAX_PINGS {
+                link.pings.pop_front();
+            }
+            link.pings.push_back((serial, now.mono));
+            self.send(To::Link(peer), PeerMsg::Ping { serial });
         }
     }
 
-    /// Pings every link now, out of turn: when this agent enters an epoch
-    /// or starts leading in it, the answers in it make it act (and its
-    /// votes count) without waiting for the next round.
-    pub(crate) fn ping_now(&mut self, now: Now) {
-        let peers: Vec<PeerId> = (self.cluster.peers.links.iter())
-            .filter(|(_, l)| !l.closing && l.id.is_some())
-            .map(|(p, _)| *p)
-            .collect();
-        for peer in peers {
-            self.ping(now, peer);
-        }
-    }
-
-    fn ping(&mut self, now: Now, peer: PeerId) {
+    /// Closes link `peer` (once), with a warning that says `why`.
+    fn close_link(&mut self, peer: PeerId, why: &str) {
         let Some(link) = self.cluster.peers.links.get_mut(&peer) else {
             return;
         };
-        self.cluster.peers.ping_serial += 1;
-        let serial = self.cluster.peers.ping_serial;
-        if link.pings.len() >= MAX_PINGS {
-            link.pings.pop_front();
+        if !link.closing {
+            log::warn!("{} ({}) {why}: closing its link", link.name, link.addr);
+            link.closing = true;
+            self.out.push_back(Output::PeerClose { peer });
         }
-        link.pings.push_back((serial, now.mono));
-        self.send(To::Link(peer), PeerMsg::Ping { serial });
     }
 
     /// Forgets what was heard of ids silent for long (agents restarted
