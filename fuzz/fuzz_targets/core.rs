@@ -186,7 +186,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(open.contains(&client.0))
             }
             // This target drives one computer: no peer inputs.
-            (Input::PeerUp { .. } | Input::PeerMessage { .. } | Input::PeerDown { .. }, _) => {}
+            (Input::PeerUp { .. } | Input::PeerLine { .. } | Input::PeerDown { .. }, _) => {}
             (Input::UnitEmpty { .. }, Ok(())) => {}
         }
         drain(&mut core, &open, &mut outcomes);

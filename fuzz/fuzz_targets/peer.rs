@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use libfuzzer_sys::fuzz_target;
-use snaplock_proto::wire::{Message, parse};
+use snaplock_proto::wire::{Message, encode_to_vec};
 use snaplock_proto::{
     ClientId, ClusterConfig, Config, Core, Credentials, Input, Now, Output, PeerId, Time,
     UnixTime,
@@ -170,17 +170,20 @@ fuzz_target!(|data: &[u8]| {
             }
             1..=4 => {
                 let Some(p) = links[n] else { continue };
-                let msg = if op & 64 != 0 {
+                // Raw bytes as the agent's framer cuts them (up to a `\n`;
+                // the core reads or refuses them), or a line encoded from a
+                // generated message.
+                let line = if op & 64 != 0 {
                     let len = usize::from(b.byte().unwrap_or(0));
-                    match parse(b.take(len)) {
-                        Ok(m) => m,
-                        Err(_) => continue,
-                    }
+                    let raw = b.take(len);
+                    raw[..raw.iter().position(|&c| c == b'\n').unwrap_or(raw.len())].to_vec()
                 } else {
                     let Some(m) = message(&mut b, &ids, &epochs) else { break };
-                    m
+                    let mut line = encode_to_vec(&m);
+                    line.pop();
+                    line
                 };
-                Input::PeerMessage { peer: PeerId(p), msg }
+                Input::PeerLine { peer: PeerId(p), line }
             }
             5 => {
                 let client = ClientId(u64::from(op >> 5) % 3);
