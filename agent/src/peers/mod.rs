@@ -605,11 +605,7 @@ impl Peers {
                 Some(Frame::Line([])) => continue,
                 // On a link that is up, every line is the core's, but the
                 // other side's taking back its acceptance.
-                Some(Frame::Line(line))
-                    if link.state == State::Up
-                        && !(line.starts_with(b"REFUSE")
-                            && wire::command_of(line) == Some("REFUSE")) =>
-                {
+                Some(Frame::Line(line)) if link.state == State::Up && !is_refuse(line) => {
                     let line = line.to_vec();
                     self.inputs.push_back(Input::PeerLine {
                         peer: PeerId(id),
@@ -717,6 +713,15 @@ fn tune(stream: &TcpStream) {
     if let Err(e) = socket.set_tcp_keepalive(&keepalive) {
         log::debug!("cannot set TCP keepalive on a peer link: {e}");
     }
+}
+
+/// Whether `line`'s command is `REFUSE`, whatever its prefixes: the first
+/// word ends with it, or a `<server:service ` prefix comes first. Asked of
+/// every line of a link that is up, so the full check only for those.
+fn is_refuse(line: &[u8]) -> bool {
+    let word = &line[..line.iter().position(|&b| b == b' ').unwrap_or(line.len())];
+    (word.ends_with(b"REFUSE") || line.first() == Some(&b'<'))
+        && wire::command_of(line) == Some("REFUSE")
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ fn prefix(name: &[u8]) -> u64 {
 }
 
 /// The prefix of the name of `len` bytes at `at` in `line`, read in one
-/// load when eight bytes are there (they are but at the end of a line).
+/// load when eight bytes are there (they are, but at the end of a line).
 #[inline]
 fn prefix_at(line: &[u8], at: usize, len: usize) -> u64 {
     match line
