@@ -88,7 +88,45 @@ pub(crate) enum Conduct {
         epoch: u64,
         /// At most three, the current ones first.
         leaders: Vec<Id>,
+        /// What the current leaders lack.
+        why: Why,
     },
+}
+
+/// Why the conductor elects (its log says it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// The epoch has no leaders.
+    NoLeaders,
+    /// A current leader is not connected.
+    LeaderGone,
+    /// Fewer leaders than the candidates allow (up to three).
+    TooFewLeaders,
+    /// Somebody answers in this epoch's number with other leaders.
+    Conflict,
+    /// A majority of the leaders never answered as acting.
+    NoContact,
+    /// A leader answers but has not acted for the epoch.
+    Lagging,
+    /// This agent, a leader, never became ready.
+    NotReady,
+    /// A connected agent had adopted a later epoch.
+    Behind,
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Why::NoLeaders => "no leaders",
+            Why::LeaderGone => "a leader is not connected",
+            Why::TooFewLeaders => "fewer leaders than candidates",
+            Why::Conflict => "another view of this epoch",
+            Why::NoContact => "no majority of the leaders ever acted",
+            Why::Lagging => "a leader answers without acting",
+            Why::NotReady => "this leader never became ready",
+            Why::Behind => "a later epoch was seen",
+        })
+    }
 }
 
 /// Why the conductor holds no election now.
@@ -182,6 +220,18 @@ impl Cluster {
         // must first have said, over its current link, which members it is
         // linked to (`links=` of its pongs: a ping interval after the link
         // comes up).
+        // A leader whose address is this agent's, or a linked member's,
+        // under another id restarted: that run of it is gone for certain,
+        // and neither a link to it nor its redial is to be waited for.
+        let restarted = |l: &Id| {
+            *l != c.me
+                && ids::parse_id(l).and_then(|p| p.addr).is_some_and(|a| {
+                    a == my_addr
+                        || (c.peers.links.values()).any(|k| {
+                            !k.closing && k.addr == a && k.id.as_ref().is_some_and(|i| i != l)
+                        })
+                })
+        };
         if c.epoch.leaders.iter().any(|l| *l != c.me) || c.epoch.max_seen > 0 {
             if known
                 .iter()
@@ -218,6 +268,7 @@ impl Cluster {
             let reached_elsewhere = c.epoch.leaders.iter().any(|l| {
                 let addr = ids::parse_id(l).and_then(|p| p.addr);
                 *l != c.me
+                    && !restarted(l)
                     && !known.iter().any(|(_, k)| *k == l)
                     && addr.is_some_and(|a| masks.iter().any(|m| m & bit(a) != 0))
             });
@@ -230,11 +281,14 @@ impl Cluster {
         // just not have redialled (this agent was paused, or adopted the
         // epoch from another): electing without it would make it revoke
         // what its clients hold for nothing. Wait a `peer_timeout` for it;
-        // one whose link went down is gone at once.
+        // one whose link went down (in the epoch, or just before the move:
+        // see `adopt`) is left to the rule of lost links below, and one
+        // that restarted is gone at once.
         let timeout = c.cfg.peer_timeout;
         let woke = c.epoch.woke.is_some_and(|w| now.mono < w + timeout);
         let unlinked = c.epoch.leaders.iter().any(|l| {
             !connected(l)
+                && !restarted(l)
                 && !c.epoch.linked_leaders.contains(l)
                 && now.mono < c.epoch.since + timeout
         });
@@ -337,7 +391,28 @@ impl Cluster {
             .position(|a| *a == my_addr)
             .unwrap_or(0) as u64;
         let epoch = draw_epoch(c.epoch.number.max(c.epoch.max_seen), wall_ms, slot, n);
-        Conduct::Elect { epoch, leaders }
+        let why = if c.epoch.leaders.is_empty() {
+            Why::NoLeaders
+        } else if !c.epoch.leaders.iter().all(connected) {
+            Why::LeaderGone
+        } else if !leaders_ok {
+            Why::TooFewLeaders
+        } else if conflict {
+            Why::Conflict
+        } else if self.contact_time(now.mono).is_none() {
+            Why::NoContact
+        } else if lagging {
+            Why::Lagging
+        } else if not_ready {
+            Why::NotReady
+        } else {
+            Why::Behind
+        };
+        Conduct::Elect {
+            epoch,
+            leaders,
+            why,
+        }
     }
 }
 
@@ -510,7 +585,7 @@ mod weigh {
 
     fn elects(c: &Cluster, now: Now) -> (u64, Vec<Id>) {
         match c.weigh_election(now) {
-            Conduct::Elect { epoch, leaders } => (epoch, leaders),
+            Conduct::Elect { epoch, leaders, .. } => (epoch, leaders),
             other => panic!("no election: {other:?}"),
         }
     }
@@ -623,6 +698,36 @@ mod weigh {
         assert_eq!(c.weigh_election(at(10_950)), Conduct::Wait(Wait::Unlinked));
         let (_, leaders) = elects(&c, at(11_100));
         assert_eq!(leaders, vec![id(0), id(1)]);
+    }
+
+    #[test]
+    fn a_leader_that_restarted_is_gone_at_once() {
+        // Member 2, a leader not linked in this epoch yet, is back under a
+        // new id: its old run is not waited for.
+        let mut c = in_epoch_five();
+        c.peers.links.remove(&PeerId(2));
+        c.epoch.linked_leaders.remove(&id(2));
+        c.epoch.since = at(9000).mono;
+        answered(&mut c, 1, 9950, 0b011);
+        assert_eq!(c.weigh_election(at(10_000)), Conduct::Wait(Wait::Unlinked));
+        let again: Id = ids::make_id(Some(14), 99, Some(addr(2)), 1, "n2").into();
+        let link = Link {
+            id: Some(again.clone()),
+            ..Link::new("n2".into(), addr(2), at(9990).mono)
+        };
+        c.peers.links.insert(PeerId(7), link);
+        c.peers.peer_links.insert(addr(2), (0b111, at(9995).mono));
+        let (_, leaders) = elects(&c, at(10_000));
+        assert!(!leaders.contains(&id(2)), "{leaders:?}");
+        assert!(leaders.contains(&again), "{leaders:?}");
+
+        // This very agent restarted: its old run, a leader still, is gone.
+        let mut c = in_epoch_five();
+        c.me = ids::make_id(Some(14), 98, Some(addr(0)), 1, "n0").into();
+        c.epoch.linked_leaders.clear();
+        c.epoch.since = at(9000).mono;
+        let (_, leaders) = elects(&c, at(10_000));
+        assert_eq!(leaders, vec![id(1), id(2), c.me.clone()]);
     }
 
     #[test]

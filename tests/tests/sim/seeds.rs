@@ -3,7 +3,7 @@
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 29] = [
+pub const R1_FIXED: [(u64, &str); 30] = [
     (
         1842,
         "R1: the old owner, a conductor back from a cut, moved out of its epoch itself 3.4 s after its last answer; its own move was weighed against the settle window (3.2 s) like the others' leaving, and the lock was revoked although the owner could not have dropped it before 5.25 s: an old owner's own move now has the window of an owner in between's",
@@ -110,6 +110,10 @@ pub const R1_FIXED: [(u64, &str); 29] = [
     (
         1860,
         "R1: a lock owned by its own agent, then by another leader for the 1 s of an epoch the victim came back in, was carried on with the majority contact of the first epoch as its time (both leaders of the second answered only some 60 ms before the next move, and no tick had counted them), 1.25 s before its owner's own last answer; the settle window, measured from it, ended 0.96 s before the old owner was known to have left (it now runs from the owner's own answer, kept apart in `CarriedLock`)",
+    ),
+    (
+        12897,
+        "R1: the conductor n0, cut off, elected E1 (n4, n1, n0) 0.95 s into the cut over answers just before it; the others adopted E1 when the cut healed 27 s later, n0 elected E2 and crashed 0.09 s after. n1 moved to E2 17 ms after its link to n0 went down, so n0 counted as a leader never linked in E2 and was waited for a peer_timeout; then n0 restarted, adopted E2 and waited for its own old run the same way, and n3's lock ran out: a leader whose link went down just before the move is left to the rule of lost links, and a leader that restarted (its address linked, or this agent's, under another id) is gone at once",
     ),
 ];
 

@@ -99,9 +99,13 @@ impl Core {
             return;
         }
         match self.cluster.weigh_election(now) {
-            Conduct::Elect { epoch, leaders } => {
+            Conduct::Elect {
+                epoch,
+                leaders,
+                why,
+            } => {
                 log::info!(
-                    "conducting the election of epoch {epoch}: leaders {}",
+                    "conducting the election of epoch {epoch} ({why}): leaders {}",
                     leaders.iter().map(|l| &**l).collect::<Vec<_>>().join(", ")
                 );
                 self.cluster.epoch.last_election = Some(now.mono);
@@ -144,10 +148,22 @@ impl Core {
         c.epoch.view = crate::cluster::view_of(&leaders);
         c.epoch.leaders = leaders;
         c.epoch.since = now.mono;
+        // Linked now, or lost within the time the rule of lost links gives
+        // a redial (which then decides): a leader whose link went down just
+        // before this move, as when it crashed, is not one this agent never
+        // reached in the epoch.
+        let recent = now.mono - c.cfg.ping_interval * 4;
+        let lost_lately = |id: &Id| {
+            ids::parse_id(id)
+                .and_then(|p| p.addr)
+                .and_then(|a| c.peers.lost.get(&a))
+                .is_some_and(|t| *t >= recent)
+        };
         c.epoch.linked_leaders = (c.peers.links.values())
             .filter(|l| !l.closing)
             .filter_map(|l| l.id.clone())
             .filter(|id| c.epoch.leaders.contains(id))
+            .chain(c.epoch.leaders.iter().filter(|l| lost_lately(l)).cloned())
             .collect();
         c.home.lapsed_owners = 0;
         c.handover.collect = None;
