@@ -234,6 +234,9 @@ pub(crate) struct Link {
     /// The serial of its latest ping, when this agent answered it as not
     /// acting: once this agent acts, it answers that ping again.
     pub reanswer: Option<u64>,
+    /// Its `LOCKSTARTED` said `add_vote=1`: a new ticket and the vote on
+    /// it may go as one `ADDTICKET` with a `fence`.
+    pub add_vote: bool,
 }
 
 impl Link {
@@ -250,6 +253,7 @@ impl Link {
             since,
             answered: None,
             reanswer: None,
+            add_vote: false,
         }
     }
 }

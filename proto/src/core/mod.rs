@@ -322,6 +322,10 @@ pub struct Core {
     grants: u64,
     pub(crate) stopping: bool,
     pub(crate) cluster: crate::cluster::Cluster,
+    /// An owner's `ADDTICKET` not sent yet, to the leaders of the mask: it
+    /// goes out before the next peer message, or with it when that is the
+    /// vote on the same ticket (`Core::hold_add`).
+    pub(crate) held_add: Option<(u8, crate::cluster::msg::PeerMsg)>,
     /// The namespaces of lock transactions.
     pub(crate) space: crate::local::tx::Space,
     /// The agent's start and call rate, for the trust contract.
@@ -368,6 +372,7 @@ impl Core {
             grants: 0,
             stopping: false,
             cluster,
+            held_add: None,
             space,
             trust: crate::local::trust::Trust::new(now.mono),
             metrics,

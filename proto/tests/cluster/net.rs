@@ -182,11 +182,9 @@ impl Net {
                 Output::Close { .. } => {}
                 Output::PeerSend { peer, line } => {
                     let msg = parse_line(&line).expect("the core sends lines that parse");
-                    if let Some(rule) = self
-                        .lose
-                        .iter_mut()
-                        .find(|(from, cmd, n)| *from == i && *cmd == *msg.command && *n > 0)
-                    {
+                    if let Some(rule) = self.lose.iter_mut().find(|(from, cmd, n)| {
+                        *from == i && carries(&msg).contains(&&**cmd) && *n > 0
+                    }) {
                         rule.2 -= 1;
                         continue;
                     }
@@ -227,10 +225,9 @@ impl Net {
                 continue;
             }
             if self.links.contains_key(&(to, p)) {
-                *self
-                    .delivered
-                    .entry((to, msg.command.to_string()))
-                    .or_default() += 1;
+                for command in carries(&msg) {
+                    *self.delivered.entry((to, command.to_owned())).or_default() += 1;
+                }
                 let mut line = encode_to_vec(&msg);
                 line.pop();
                 self.input(
@@ -412,7 +409,8 @@ impl Net {
         }
     }
 
-    /// The next `count` `command` messages node `from` sends are lost.
+    /// The next `count` `command` messages node `from` sends are lost (a
+    /// line that carries two messages is lost whole).
     pub fn lose(&mut self, from: usize, command: &str, count: usize) {
         self.lose.push((from, command.to_owned(), count));
     }
@@ -480,5 +478,15 @@ impl Net {
                 self.connect(i, j);
             }
         }
+    }
+}
+
+/// The messages a line carries: an `ADDTICKET` with a `fence` is also the
+/// `ACTIVATELOCK` of its ticket.
+fn carries(msg: &Message) -> Vec<&str> {
+    if msg.command == "ADDTICKET" && msg.get("fence").is_some() {
+        vec!["ADDTICKET", "ACTIVATELOCK"]
+    } else {
+        vec![msg.command.as_str()]
     }
 }

@@ -93,6 +93,9 @@ pub(crate) struct Started {
     pub max_epoch: Option<u64>,
     pub epoch: u64,
     pub leaders: Vec<Id>,
+    /// It takes an `ADDTICKET` that carries a `fence` as that ticket's
+    /// `ADDTICKET` and then its `ACTIVATELOCK` (`add_vote=1`).
+    pub add_vote: bool,
 }
 
 /// `LOCKPONG`: the answer to a ping.
@@ -149,12 +152,15 @@ pub(crate) enum PeerMsg {
         object: Vec<u8>,
         req: u64,
     },
-    /// The owner's new ticket, for its followers' replicas.
+    /// The owner's new ticket, for its followers' replicas; with a
+    /// `fence`, also the `ACTIVATELOCK` that follows it (sent so only to
+    /// an agent whose `LOCKSTARTED` said `add_vote=1`).
     AddTicket {
         at: TicketAt,
         key: String,
         number: u64,
         kind: Kind,
+        fence: Option<u64>,
     },
     /// The owner asks for a vote on the grant with `fence`.
     ActivateLock {
@@ -333,6 +339,7 @@ impl PeerMsg {
                 max_epoch: opt_u64(m, "max_epoch")?,
                 epoch: num(m, "epoch")?,
                 leaders: leaders(m)?,
+                add_vote: m.get("add_vote") == Some(b"1"),
             }),
             "LOCKLEADERS" => {
                 let leaders = leaders(m)?;
@@ -470,6 +477,7 @@ impl PeerMsg {
                 key: text(m, "key")?,
                 number: num(m, "number")?,
                 kind: kind_of(m)?,
+                fence: opt_u64(m, "fence")?,
             },
             "ACTIVATELOCK" => PeerMsg::ActivateLock {
                 at: ticket_at(m)?,

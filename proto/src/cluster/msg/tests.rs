@@ -79,6 +79,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             max_epoch: Some(9),
             epoch: 7,
             leaders: vec![Id::from(A), Id::from(B)],
+            add_vote: true,
         }),
         PeerMsg::Ping { serial: 3 },
         PeerMsg::Pong(Pong {
@@ -122,6 +123,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             key: "beta/1".to_owned(),
             number: 2,
             kind: Kind::EXCLUSIVE,
+            fence: None,
         },
         PeerMsg::AddTicket {
             at: at(),
@@ -132,6 +134,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
                 limit: Some(6),
                 policy: Policy::Hard,
             },
+            fence: Some(41),
         },
         PeerMsg::ActivateLock {
             at: at(),

@@ -42,6 +42,9 @@ impl PeerMsg {
                 }
                 m.set_u64("epoch", s.epoch);
                 put_ids(&mut m, LEADER_KEYS, &s.leaders);
+                if s.add_vote {
+                    m.set("add_vote", "1");
+                }
             }
             PeerMsg::Leaders { epoch, leaders } => {
                 m.set_u64("epoch", epoch);
@@ -187,11 +190,15 @@ impl PeerMsg {
                 key,
                 number,
                 kind,
+                fence,
             } => {
                 put_ticket_at(p, at);
                 p.text("key", key.as_bytes());
                 p.num("number", *number);
                 put_kind(p, kind);
+                if let Some(f) = fence {
+                    p.num("fence", *f);
+                }
             }
             PeerMsg::ActivateLock { at, fence } | PeerMsg::Locked { at, fence } => {
                 put_ticket_at(p, at);

@@ -24,6 +24,7 @@ impl Core {
             max_epoch: Some(c.epoch.max_seen.max(c.epoch.number)),
             epoch: c.epoch.number,
             leaders: c.epoch.leaders.clone(),
+            add_vote: true,
         })
     }
 
@@ -54,6 +55,7 @@ impl Core {
         link.id = Some(id.clone());
         link.ahead = crate::cluster::links::wall_ahead(now, s.wall_ms);
         link.since = now.mono;
+        link.add_vote = s.add_vote;
         let addr = link.addr;
         self.cluster.peers.last_link_up = Some(now.mono);
         self.cluster.peers.lost.remove(&addr);

@@ -152,7 +152,20 @@ impl Core {
                 key,
                 number,
                 kind,
+                fence: None,
             } => self.follower_add(now, from, at, key, number, kind),
+            // The ticket, then the vote on it, as if they came one after
+            // the other on the link (which is how the owner sends them).
+            PeerMsg::AddTicket {
+                at,
+                key,
+                number,
+                kind,
+                fence: Some(fence),
+            } => {
+                self.follower_add(now, from, at.clone(), key, number, kind)?;
+                self.follower_activate(now, from, at, fence)
+            }
             PeerMsg::ActivateLock { at, fence } => self.follower_activate(now, from, at, fence),
             PeerMsg::DropTicket(at) => {
                 if self.owner_of(&at.object).as_deref() == Some(&**from) {
@@ -271,12 +284,16 @@ impl Core {
             key,
             number,
             kind,
+            fence: None,
         };
-        self.send(To::Leaders(has_ticket), add);
+        // Held until the next message this agent sends: the vote on this
+        // very ticket, when it can be granted at once, goes with it.
+        self.hold_add(has_ticket, add);
         if progress && !try_once {
             self.owner_watch(&name, home, req);
         }
         self.evaluate(now, &name);
+        self.flush_add();
         self.refuse_if_busy(now, object, home, req, try_once);
         Ok(())
     }
@@ -707,8 +724,9 @@ impl Core {
             key: t.key.to_string(),
             number: t.number,
             kind: t.kind,
+            fence: None,
         };
-        self.send(To::Leaders(lacks_ticket), add);
+        self.hold_add(lacks_ticket, add);
         self.send(To::Leaders(rest), PeerMsg::ActivateLock { at, fence });
         true
     }

@@ -213,8 +213,104 @@ impl Core {
         }
     }
 
-    /// Sends `msg` where `to` says.
+    /// Sends `msg` where `to` says; an `ADDTICKET` held back goes first, or
+    /// with `msg` when that is the vote on its ticket.
     pub(crate) fn send(&mut self, to: To<'_>, msg: PeerMsg) {
+        if let Some((mask, add)) = self.held_add.take() {
+            match (&to, msg) {
+                (To::Leaders(ask), PeerMsg::ActivateLock { at, fence }) if matches!(&add, PeerMsg::AddTicket { at: a, .. } if *a == at) =>
+                {
+                    return self.send_add_and_ask(mask, add, *ask, at, fence);
+                }
+                (_, msg) => {
+                    self.send_now(To::Leaders(mask), add);
+                    return self.send_now(to, msg);
+                }
+            }
+        }
+        self.send_now(to, msg);
+    }
+
+    /// Holds an owner's `ADDTICKET` to the leaders of `mask` until the next
+    /// peer message this agent sends ([`send`](Self::send)): when that is
+    /// the `ACTIVATELOCK` of the same ticket, a leader that said `add_vote=1`
+    /// gets both as one line. A follower handles that line as the two
+    /// messages one after the other, which is how the link would have
+    /// brought them: nothing is sent between them, and a link that breaks
+    /// loses both or neither (where the two lines could lose the second
+    /// alone). So the grant's argument is unchanged.
+    pub(crate) fn hold_add(&mut self, mask: u8, add: PeerMsg) {
+        self.flush_add();
+        debug_assert!(matches!(add, PeerMsg::AddTicket { fence: None, .. }));
+        self.held_add = Some((mask, add));
+    }
+
+    /// Sends the `ADDTICKET` held back, if any.
+    pub(crate) fn flush_add(&mut self) {
+        if let Some((mask, add)) = self.held_add.take() {
+            self.send_now(To::Leaders(mask), add);
+        }
+    }
+
+    /// The ticket `add` to the leaders of `add_mask`, and the vote on it
+    /// with `fence` to those of `ask_mask`: one line to each leader in both
+    /// that takes it (`add_vote`), else each on its own, the ticket first.
+    fn send_add_and_ask(
+        &mut self,
+        add_mask: u8,
+        add: PeerMsg,
+        ask_mask: u8,
+        at: crate::cluster::msg::TicketAt,
+        fence: u64,
+    ) {
+        let c = &self.cluster;
+        let both = (c.epoch.leaders.iter().enumerate())
+            .filter(|(i, _)| add_mask & ask_mask & (1 << i) != 0)
+            .filter(|(_, l)| {
+                (c.peers.link_of(l))
+                    .is_some_and(|p| c.peers.links.get(&p).is_some_and(|k| k.add_vote))
+            })
+            .fold(0u8, |m, (i, _)| m | 1 << i);
+        let PeerMsg::AddTicket {
+            at: add_at,
+            key,
+            number,
+            kind,
+            ..
+        } = add
+        else {
+            unreachable!("held_add holds an ADDTICKET");
+        };
+        if add_mask & !both != 0 {
+            let alone = PeerMsg::AddTicket {
+                at: add_at.clone(),
+                key: key.clone(),
+                number,
+                kind,
+                fence: None,
+            };
+            self.send_now(To::Leaders(add_mask & !both), alone);
+        }
+        if both != 0 {
+            let merged = PeerMsg::AddTicket {
+                at: add_at,
+                key,
+                number,
+                kind,
+                fence: Some(fence),
+            };
+            self.send_now(To::Leaders(both), merged);
+        }
+        if ask_mask & !both != 0 {
+            self.send_now(
+                To::Leaders(ask_mask & !both),
+                PeerMsg::ActivateLock { at, fence },
+            );
+        }
+    }
+
+    /// Sends `msg` where `to` says, now.
+    fn send_now(&mut self, to: To<'_>, msg: PeerMsg) {
         match to {
             To::Link(peer) => self.out.push_back(Output::PeerSend {
                 peer,
@@ -222,7 +318,7 @@ impl Core {
             }),
             To::Agent(id) if *id == *self.cluster.me => self.cluster.local.push_back(msg),
             To::Agent(id) => match self.cluster.peers.link_of(id) {
-                Some(peer) => self.send(To::Link(peer), msg),
+                Some(peer) => self.send_now(To::Link(peer), msg),
                 // A release must reach its owner: it goes when the link is
                 // up again (in this epoch; a new one's state follows the
                 // home's report). Bounded like the tickets it releases.

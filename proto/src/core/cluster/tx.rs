@@ -320,6 +320,7 @@ impl Core {
                 key: key.to_string(),
                 number,
                 kind: var_kind(*dup),
+                fence: None,
             };
             self.send(To::Leaders(first), add);
         }

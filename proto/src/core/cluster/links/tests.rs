@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use crate::cluster::Id;
 use crate::cluster::links::Link;
-use crate::cluster::msg::Pong;
+use crate::cluster::msg::{Pong, TicketAt};
 use crate::time::Time;
 
 use super::*;
@@ -180,4 +180,89 @@ fn an_answer_given_again_as_acting_counts_from_its_pings_send_time() {
     core.on_pong(now(420), PeerId(1), &n0, &p);
     assert_eq!(contact(&core), (t6, Some(t6)));
     assert!(core.cluster.peers.links[&PeerId(1)].pings.is_empty());
+}
+
+/// The lines sent on link 1 since the last call: command and `fence`.
+fn sent(core: &mut Core) -> Vec<(String, Option<u64>)> {
+    let mut said = Vec::new();
+    while let Some(out) = core.poll_output() {
+        if let Output::PeerSend { peer, line } = out {
+            let msg = wire::parse_line(&line).expect("a line");
+            if peer == PeerId(1) {
+                let fence = msg.get("fence").and_then(crate::vocab::parse_u64);
+                said.push((msg.command.to_string(), fence));
+            }
+        }
+    }
+    said
+}
+
+fn ticket(req: u64) -> (TicketAt, PeerMsg) {
+    let at = TicketAt {
+        epoch: 10,
+        object: b"x".to_vec(),
+        home: "h".to_owned(),
+        req,
+    };
+    let add = PeerMsg::AddTicket {
+        at: at.clone(),
+        key: "h/1".to_owned(),
+        number: 1,
+        kind: crate::vocab::Kind::EXCLUSIVE,
+        fence: None,
+    };
+    (at, add)
+}
+
+#[test]
+fn a_new_ticket_and_its_vote_go_as_one_line_only_to_a_leader_that_takes_it() {
+    let (mut core, _) = agent();
+    let own = |s: &str, f: Option<u64>| (s.to_owned(), f);
+    // n0 did not say add_vote=1: the ticket, then the question.
+    let (at, add) = ticket(1);
+    core.hold_add(1, add);
+    assert!(sent(&mut core).is_empty(), "held");
+    core.send(To::Leaders(1), PeerMsg::ActivateLock { at, fence: 7 });
+    assert_eq!(
+        sent(&mut core),
+        vec![own("ADDTICKET", None), own("ACTIVATELOCK", Some(7))]
+    );
+    // It did: one line.
+    core.cluster
+        .peers
+        .links
+        .get_mut(&PeerId(1))
+        .unwrap()
+        .add_vote = true;
+    let (at, add) = ticket(2);
+    core.hold_add(1, add);
+    core.send(To::Leaders(1), PeerMsg::ActivateLock { at, fence: 8 });
+    assert_eq!(sent(&mut core), vec![own("ADDTICKET", Some(8))]);
+    // Any other message first sends the ticket held, alone, before it:
+    // another ticket's question, a ping, or the end of the owner's turn.
+    let (_, add) = ticket(3);
+    let (other, _) = ticket(4);
+    core.hold_add(1, add);
+    core.send(
+        To::Leaders(1),
+        PeerMsg::ActivateLock {
+            at: other,
+            fence: 9,
+        },
+    );
+    assert_eq!(
+        sent(&mut core),
+        vec![own("ADDTICKET", None), own("ACTIVATELOCK", Some(9))]
+    );
+    let (_, add) = ticket(5);
+    core.hold_add(1, add);
+    core.send(To::Link(PeerId(1)), PeerMsg::Ping { serial: 1 });
+    assert_eq!(
+        sent(&mut core),
+        vec![own("ADDTICKET", None), own("LOCKPING", None)]
+    );
+    let (_, add) = ticket(6);
+    core.hold_add(1, add);
+    core.flush_add();
+    assert_eq!(sent(&mut core), vec![own("ADDTICKET", None)]);
 }
