@@ -160,10 +160,17 @@ impl Peers {
             .map_or(0, |i| 1 << i)
     }
 
-    /// Bit i set: a link up (not closing, its agent known) to member i.
-    pub fn links_mask(&self) -> u64 {
+    /// Bit i set: a link up (not closing, its agent known) to member i,
+    /// that came up or was heard on since `lately`. A link that is up but
+    /// silent is not said: the member at its end is not counted by a
+    /// conductor here either, and a member that says it reaches a lower one
+    /// holds back the next conductor (docs/cluster.md, "Elections").
+    pub fn links_mask(&self, lately: Time) -> u64 {
         (self.links.values())
             .filter(|l| !l.closing && l.id.is_some())
+            .filter(|l| {
+                l.since >= lately || self.heard_at.get(&l.addr).is_some_and(|h| *h >= lately)
+            })
             .fold(0, |mask, l| mask | self.member_bit(l.addr))
     }
 
@@ -295,7 +302,11 @@ mod tests {
         p.links.insert(PeerId(1), link(m[1], Some("b"), false));
         p.links.insert(PeerId(2), link(m[2], None, false)); // no LOCKSTARTED yet
         p.links.insert(PeerId(3), link(m[3], Some("d"), true)); // closing
-        assert_eq!(p.links_mask(), 0b0010);
+        assert_eq!(p.links_mask(Time::ZERO), 0b0010);
+        // Up since 0, heard last at 5 s: silent since is not said.
+        p.heard_at.insert(m[1], Time::from_micros(5_000_000));
+        assert_eq!(p.links_mask(Time::from_micros(5_000_000)), 0b0010);
+        assert_eq!(p.links_mask(Time::from_micros(5_000_001)), 0);
         assert_eq!(p.member_bit(m[3]), 0b1000);
         assert_eq!(p.member_bit(SocketAddr::from(([10, 0, 0, 1], 1))), 0);
         assert_eq!(p.link_of("b"), Some(PeerId(1)));

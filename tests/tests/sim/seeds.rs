@@ -3,7 +3,7 @@
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 30] = [
+pub const R1_FIXED: [(u64, &str); 32] = [
     (
         1842,
         "R1: the old owner, a conductor back from a cut, moved out of its epoch itself 3.4 s after its last answer; its own move was weighed against the settle window (3.2 s) like the others' leaving, and the lock was revoked although the owner could not have dropped it before 5.25 s: an old owner's own move now has the window of an owner in between's",
@@ -114,6 +114,14 @@ pub const R1_FIXED: [(u64, &str); 30] = [
     (
         12897,
         "R1: the conductor n0, cut off, elected E1 (n4, n1, n0) 0.95 s into the cut over answers just before it; the others adopted E1 when the cut healed 27 s later, n0 elected E2 and crashed 0.09 s after. n1 moved to E2 17 ms after its link to n0 went down, so n0 counted as a leader never linked in E2 and was waited for a peer_timeout; then n0 restarted, adopted E2 and waited for its own old run the same way, and n3's lock ran out: a leader whose link went down just before the move is left to the rule of lost links, and a leader that restarted (its address linked, or this agent's, under another id) is gone at once",
+    ),
+    (
+        5652,
+        "R1: n0, owner of hot0 held by n2, cut off one way, came back for 0.33 s (its links to n1 and n2 up again) and was cut off both ways; the links stayed up, silent, until they timed out 2 s later, n2's pongs said it was linked to n0, and n1 waited for n0 as a lower member others reach until 0.08 s after n2's grace ran out: links= says only links heard within peer_timeout / 2",
+    ),
+    (
+        7134,
+        "R1: as 5652, with pauses: n0 paused 2.29 s, ran 0.2 s with its links up again, paused 2.2 s; nobody elected before n2's grace for the lock n0 owned ran out",
     ),
 ];
 

@@ -394,7 +394,9 @@ impl Core {
             view: self.cluster.epoch.view,
             wall_ms: Some(now.wall.0 / 1000),
             active,
-            links: Some(self.cluster.peers.links_mask()),
+            links: Some(
+                (self.cluster.peers).links_mask(now.mono - self.cluster.cfg.peer_timeout / 2),
+            ),
             delay_us,
         }
     }
