@@ -127,7 +127,11 @@ pub const R1_FIXED: [(u64, &str); 32] = [
 
 /// Seeds that once broke a property, each with what it found; they must
 /// stay clean.
-pub const FIXED: [(u64, &str); 44] = [
+pub const FIXED: [(u64, &str); 45] = [
+    (
+        1653,
+        "L5: the home n0 released a request whose ticket the epoch's state held; its UNLOCK was lost on a link cut one way, and when the link came back the owner n1 adopted the home's epoch from its LOCKSTARTED, after the check for a link that comes up in the same epoch: nothing asked the home about its tickets, and the name stayed taken. An agent that adopts the epoch of a link's LOCKSTARTED now treats the link as come up in that epoch",
+    ),
     (
         10546,
         "L5: the owner installed the epoch's state (sent again when its link to the collector came back, 65 s late) with a lock its home had revoked meanwhile; the home's link was up before, when the owner's table was not ready and asked nothing, so nothing asked again: the owner now asks every home whose link came up in the epoch before its table was ready about its tickets once it is",

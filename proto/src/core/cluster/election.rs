@@ -77,6 +77,12 @@ impl Core {
         let min_epoch = self.cluster.records.min_epoch;
         if self.cluster.epoch.may_adopt(epoch, min_epoch) && !leaders.is_empty() {
             self.adopt(now, epoch, leaders);
+            // To the other side this link came up in this epoch: a release
+            // it sent here on the link that broke is lost, and as an owner
+            // this agent asks about that home's tickets once its table is
+            // ready (else a ticket of the state whose home released it
+            // blocked its name for good: ordinary seed 1653).
+            self.resend_grants(&id);
         } else if epoch < self.cluster.epoch.number {
             let news = self.leaders_news();
             self.send(To::Link(peer), news);
