@@ -687,12 +687,18 @@ mod weigh {
         assert_eq!(leaders, vec![id(0), id(1)]);
     }
 
-    #[test]
-    fn a_leader_not_yet_linked_in_this_epoch_is_given_a_timeout() {
+    /// In epoch five since 9 s, leader 2 not linked in it yet.
+    fn leader_two_unlinked() -> Cluster {
         let mut c = in_epoch_five();
         c.peers.links.remove(&PeerId(2));
         c.epoch.linked_leaders.remove(&id(2));
         c.epoch.since = at(9000).mono;
+        c
+    }
+
+    #[test]
+    fn a_leader_not_yet_linked_in_this_epoch_is_given_a_timeout() {
+        let mut c = leader_two_unlinked();
         assert_eq!(c.weigh_election(at(10_000)), Conduct::Wait(Wait::Unlinked));
         answered(&mut c, 1, 10_900, 0b011);
         assert_eq!(c.weigh_election(at(10_950)), Conduct::Wait(Wait::Unlinked));
@@ -704,10 +710,7 @@ mod weigh {
     fn a_leader_that_restarted_is_gone_at_once() {
         // Member 2, a leader not linked in this epoch yet, is back under a
         // new id: its old run is not waited for.
-        let mut c = in_epoch_five();
-        c.peers.links.remove(&PeerId(2));
-        c.epoch.linked_leaders.remove(&id(2));
-        c.epoch.since = at(9000).mono;
+        let mut c = leader_two_unlinked();
         answered(&mut c, 1, 9950, 0b011);
         assert_eq!(c.weigh_election(at(10_000)), Conduct::Wait(Wait::Unlinked));
         let again: Id = ids::make_id(Some(14), 99, Some(addr(2)), 1, "n2").into();
