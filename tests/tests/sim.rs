@@ -28,7 +28,7 @@ use snaplock_tests::sim::{self, Options, Plant, Report, SEC, Stats};
 #[path = "sim/seeds.rs"]
 mod seeds;
 
-use seeds::{FIXED, R1_FIXED};
+use seeds::{CARRY_BY_ANSWER, FIXED, R1_FIXED, RESTART_S2};
 
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;
@@ -756,15 +756,6 @@ fn first_victim_catch(plant: Plant, rules: &[&str], limit: u64) -> Option<u64> {
     })
 }
 
-/// One-computer seeds in which R1 caught `Plant::CarryByAnswer`, each in
-/// the runs of some version of the core: it needs a new owner that answers
-/// as acting late, and a new owner answers again the moment it acts, so
-/// about one seed in 1,000 catches it, and which ones moves with every
-/// change of timing: 444 and 906 before the ticket and its vote went as one
-/// line, 2130 and 3237 after (the first two in 0-3999), 1218 once `links=`
-/// left out silent links (the first in 0-1999; none in 3000-3999).
-const CARRY_BY_ANSWER: [u64; 5] = [444, 906, 1218, 2130, 3237];
-
 #[test]
 fn a_planted_revocation_of_a_silent_owners_locks_is_caught() {
     let caught = CARRY_BY_ANSWER.iter().find(|&&seed| {
@@ -781,13 +772,6 @@ fn a_planted_name_taken_by_nobody_is_caught() {
     let caught = first_victim_catch(Plant::KeepOrphans, &["L5"], PLANT_SEEDS);
     assert!(caught.is_some(), "not caught in {PLANT_SEEDS} seeds");
 }
-
-/// Seeds whose S2 failure came from agents restarting without memory
-/// while wall clocks were far apart (the old limit, now in `FIXED`).
-const RESTART_S2: [u64; 18] = [
-    31006077, 31006261, 1161, 4382, 4386, 5080, 8067, 8121, 15052, 19029, 7309117, 7315568,
-    7317455, 7317739, 7403240, 7403522, 7404260, 7406724,
-];
 
 #[test]
 fn a_planted_loss_of_the_record_on_disk_is_caught() {

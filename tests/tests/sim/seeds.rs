@@ -234,3 +234,19 @@ pub const FIXED: [(u64, &str); 45] = [
         "S1: a home that is also the new owner took its own acting as an answer while its table did not count its late report: a lock carried in followed it, unknown to its table, and it granted the object again after the lock-delay",
     ),
 ];
+
+/// One-computer seeds in which R1 caught `Plant::CarryByAnswer`, each in
+/// the runs of some version of the core: it needs a new owner that answers
+/// as acting late, and a new owner answers again the moment it acts, so
+/// about one seed in 1,000 catches it, and which ones moves with every
+/// change of timing: 444 and 906 before the ticket and its vote went as one
+/// line, 2130 and 3237 after (the first two in 0-3999), 1218 once `links=`
+/// left out silent links (the first in 0-1999; none in 3000-3999).
+pub const CARRY_BY_ANSWER: [u64; 5] = [444, 906, 1218, 2130, 3237];
+
+/// Seeds whose S2 failure came from agents restarting without memory
+/// while wall clocks were far apart (the old limit, now in `FIXED`).
+pub const RESTART_S2: [u64; 18] = [
+    31006077, 31006261, 1161, 4382, 4386, 5080, 8067, 8121, 15052, 19029, 7309117, 7315568,
+    7317455, 7317739, 7403240, 7403522, 7404260, 7406724,
+];

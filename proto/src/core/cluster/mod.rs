@@ -12,6 +12,7 @@ mod links;
 mod persist;
 mod probe;
 mod progress;
+mod regain;
 mod status;
 mod tx;
 mod txhome;
