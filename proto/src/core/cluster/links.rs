@@ -271,34 +271,14 @@ impl Core {
                     .is_some_and(|p| c.peers.links.get(&p).is_some_and(|k| k.add_vote))
             })
             .fold(0u8, |m, (i, _)| m | 1 << i);
-        let PeerMsg::AddTicket {
-            at: add_at,
-            key,
-            number,
-            kind,
-            ..
-        } = add
-        else {
-            unreachable!("held_add holds an ADDTICKET");
-        };
         if add_mask & !both != 0 {
-            let alone = PeerMsg::AddTicket {
-                at: add_at.clone(),
-                key: key.clone(),
-                number,
-                kind,
-                fence: None,
-            };
-            self.send_now(To::Leaders(add_mask & !both), alone);
+            self.send_now(To::Leaders(add_mask & !both), add.clone());
         }
         if both != 0 {
-            let merged = PeerMsg::AddTicket {
-                at: add_at,
-                key,
-                number,
-                kind,
-                fence: Some(fence),
-            };
+            let mut merged = add;
+            if let PeerMsg::AddTicket { fence: f, .. } = &mut merged {
+                *f = Some(fence);
+            }
             self.send_now(To::Leaders(both), merged);
         }
         if ask_mask & !both != 0 {
