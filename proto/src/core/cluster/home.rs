@@ -208,15 +208,21 @@ impl Core {
 
     /// Whether a leader of this epoch answers this agent's pings but has not
     /// answered them as acting for `peer_timeout`: its state does not
-    /// count this agent's report.
+    /// count this agent's report. This agent, leading, is such a leader
+    /// when its own table does not count it: its late report held a lock
+    /// the epoch did not know, revoked since (ordinary seed 3056: else
+    /// the tickets the state inherited for this agent, which it no longer
+    /// has, block their names on it for good).
     fn a_leader_does_not_count_me(&self, now: Now) -> bool {
         let c = &self.cluster;
         let timeout = c.cfg.peer_timeout;
-        c.epoch
-            .leaders
-            .iter()
-            .filter(|l| **l != c.me)
-            .any(|l| self.cluster.answers_without_acting(l, now.mono, timeout))
+        let not_by_me = (c.leader.table.as_ref()).is_some_and(|l| l.ready && !l.reporters.contains(&c.me));
+        not_by_me
+            || c.epoch
+                .leaders
+                .iter()
+                .filter(|l| **l != c.me)
+                .any(|l| self.cluster.answers_without_acting(l, now.mono, timeout))
     }
 
     /// Every tick: revoke when contact is lost (the edge), re-send what
