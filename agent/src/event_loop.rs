@@ -9,7 +9,7 @@
 //! serve queued clients, in turns, within the iteration's budget; resume accepting
 //! dial peers that are due, end handshakes that took too long -> drain
 //! core.handle_timeout(now) -> drain
-//! flush every connection and link with new lines (one write each), close the finished ones
+//! flush every link, then every connection, with new lines (one write each), close the finished ones
 //! ```
 //!
 //! Peer links ([`crate::peers`]) live in the same loop: their inputs reach
@@ -646,15 +646,17 @@ impl EventLoop {
         }
     }
 
-    /// Writes every connection's new replies (one write each) and closes
-    /// the connections that are finished; closing one may release locks and
-    /// so produce replies for others, hence the loop.
+    /// Writes every link and connection with new lines (one write each) and
+    /// closes the connections that are finished; closing one may release
+    /// locks and so produce lines for others, hence the loop. Links first:
+    /// a reply wakes its client, which may take this CPU before the agent
+    /// writes on, and a peer's line waiting behind it delays a grant.
     fn flush_and_close(&mut self, now: Now) {
         loop {
-            self.flush_and_close_clients(now);
             // Links that fail while writing are reported down, which may
             // give the core more to say.
             self.peers.flush(self.poll.registry(), now);
+            self.flush_and_close_clients(now);
             self.drain(now);
             if self.dirty.is_empty() && self.to_close.is_empty() && !self.peers.has_dirty() {
                 return;
