@@ -10,7 +10,7 @@
 # s, one round) with each agent under `valgrind --tool=callgrind`, then
 # reads the three profiles: every instruction of the agents (start-up,
 # elections and pings included) over the grants they delivered
-# (`Core::deliver_grant`, warm-up included), the mallocs per grant, and the
+# (`Core::deliver_grant`, warm-up included), the allocations per grant, and the
 # calls per grant and instructions per call of the wire's functions.
 # Under valgrind the agents are some 50 times slower, so few requests are in
 # flight at once. Which agent owns which name changes with each run (the
@@ -68,8 +68,10 @@ for path in glob.glob(sys.argv[1] + "/callgrind.out.*"):
 grants = calls["snaplock_proto::core::Core::deliver_grant"]
 if not grants:
     sys.exit("no grant in the profiles")
-print("grants %d, instructions per grant %d, mallocs per grant %.1f"
-      % (grants, total / grants, calls["malloc"] / grants))
+# Rust's allocations, whichever allocator serves them (malloc for older builds)
+allocs = calls["__rustc::__rust_alloc"] or calls["malloc"]
+print("grants %d, instructions per grant %d, allocations per grant %.1f"
+      % (grants, total / grants, allocs / grants))
 print("%-60s %14s %12s" % ("function", "calls/grant", "instr/call"))
 for short in ("wire::parse::parse", "wire::scan::scan", "cluster::msg::PeerMsg::parse",
               "cluster::msg::PeerMsg::read_common", "cluster::persist::too_far",

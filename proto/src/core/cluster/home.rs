@@ -42,7 +42,7 @@ impl Core {
             epoch,
             object: name.to_vec(),
             req: id.0,
-            key: t.key.to_string(),
+            key: str::to_owned(&t.key),
             kind: t.kind,
             try_once: t.try_once,
             progress: self.progress_asked(id),

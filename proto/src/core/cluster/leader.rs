@@ -334,7 +334,7 @@ impl Core {
             let at = TicketAt {
                 epoch: self.cluster.epoch.number,
                 object: object.to_vec(),
-                home: home.to_string(),
+                home: str::to_owned(home),
                 req,
             };
             self.owner_refuse(at, error, why);
@@ -462,7 +462,7 @@ impl Core {
         let at = TicketAt {
             epoch,
             object: name.to_vec(),
-            home: t.home.to_string(),
+            home: str::to_owned(&t.home),
             req: t.req,
         };
         let key = (t.home.clone(), t.req);
@@ -563,7 +563,7 @@ impl Core {
                 let at = TicketAt {
                     epoch,
                     object: name.to_vec(),
-                    home: home.to_string(),
+                    home: str::to_owned(home),
                     req,
                 };
                 self.send(To::Agent(home), PeerMsg::Locked { at, fence });
@@ -646,7 +646,7 @@ impl Core {
                     let at = TicketAt {
                         epoch,
                         object: name.to_vec(),
-                        home: home.to_string(),
+                        home: str::to_owned(&home),
                         req,
                     };
                     self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
@@ -716,12 +716,12 @@ impl Core {
         let at = TicketAt {
             epoch,
             object: name.to_vec(),
-            home: home.to_string(),
+            home: str::to_owned(home),
             req,
         };
         let add = PeerMsg::AddTicket {
             at: at.clone(),
-            key: t.key.to_string(),
+            key: str::to_owned(&t.key),
             number: t.number,
             kind: t.kind,
             fence: None,
