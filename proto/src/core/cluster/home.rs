@@ -216,7 +216,8 @@ impl Core {
     fn a_leader_does_not_count_me(&self, now: Now) -> bool {
         let c = &self.cluster;
         let timeout = c.cfg.peer_timeout;
-        let not_by_me = (c.leader.table.as_ref()).is_some_and(|l| l.ready && !l.reporters.contains(&c.me));
+        let not_by_me =
+            (c.leader.table.as_ref()).is_some_and(|l| l.ready && !l.reporters.contains(&c.me));
         not_by_me
             || c.epoch
                 .leaders
