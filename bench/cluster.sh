@@ -18,6 +18,8 @@
 # Environment (defaults in brackets):
 #   SYSTEMS ["snaplock redis etcd zookeeper"]   WORKLOADS ["uncontended:1 distinct:16 distinct:64 contended:16"]
 #   AGENTS [3]  DURATION [10]  ROUNDS [3]  MAX_OPS [1000000]  PORT_BASE [14000]
+#   WAIT [poll]: how lockgen's line clients (snaplock, floor) wait for a reply (lockgen --wait):
+#       poll, as snaplock-client, libsnaplock and snaplock-cli do; read, blocked in read
 #   SNAPLOCKD [target/release/snaplockd, built here]: the agent binary to run; when set,
 #       nothing of the workspace is built (e.g. a release build of another work tree)
 #   AGENT_ARGS (extra snaplockd options)  INDEPENDENT [0]: agents without --listen/--neighbors
@@ -59,6 +61,8 @@ AGENTS=${AGENTS:-3}
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
 MAX_OPS=${MAX_OPS:-1000000}
+WAIT=${WAIT:-poll}
+case "$WAIT" in read | poll) ;; *) echo "WAIT: read or poll, not $WAIT" >&2; exit 2 ;; esac
 PORT_BASE=${PORT_BASE:-14000}
 INDEPENDENT=${INDEPENDENT:-0}
 SCENARIOS=${SCENARIOS:-"free held-victim held-survivor"}
@@ -106,7 +110,7 @@ needs() { # needs SYSTEM: fails early when its programs are missing
     redis) command -v redis-server >/dev/null && command -v redis-cli >/dev/null ;;
     etcd) command -v etcd >/dev/null && command -v etcdctl >/dev/null && [ -f "$peers/lockbench.py" ] ;;
     zookeeper) command -v java >/dev/null && [ -f /usr/share/java/zookeeper.jar ] && [ -f "$peers/lockbench.py" ] ;;
-    snaplock | floor-direct | floor-owner) true ;;
+    snaplock | floor-direct | floor-owner | floor-home) true ;;
     *) false ;;
     esac || die "$1: missing programs (bench/cluster.sh install, or see bench/RESULTS.md)"
 }
@@ -333,15 +337,15 @@ run_system() { # run_system SYSTEM ROUND
         label="snaplock-$AGENTS"; [ "$INDEPENDENT" = 0 ] || label+="-independent"
         warm timeout 60 "$LOCKGEN" --backend line --socket "$socks" --workload distinct --clients 4 --duration 2
         for spec in $WORKLOADS; do
-            lockgen_run "$label" "$round" "${spec%%:*}" "${spec##*:}" --backend line --socket "$socks"
+            lockgen_run "$label" "$round" "${spec%%:*}" "${spec##*:}" --backend line --socket "$socks" --wait "$WAIT"
         done ;;
-    floor-direct | floor-owner)
+    floor-direct | floor-owner | floor-home)
         start_floor "${sys#floor-}" || { stop_all; return 1; }
         warm timeout 60 "$LOCKGEN" --backend line --socket "$FLOOR_SOCKS" --workload distinct --clients 4 --duration 2
         for spec in $WORKLOADS; do
             # it excludes nothing: one name would only show overlaps
             [ "${spec%%:*}" != contended ] || continue
-            lockgen_run "$sys-3" "$round" "${spec%%:*}" "${spec##*:}" --backend line --socket "$FLOOR_SOCKS"
+            lockgen_run "$sys-3" "$round" "${spec%%:*}" "${spec##*:}" --backend line --socket "$FLOOR_SOCKS" --wait "$WAIT"
         done ;;
     redis)
         start_redis || { stop_all; return 1; }

@@ -1,7 +1,7 @@
 //! The floor of what a grant costs on one machine: processes that speak
 //! just enough of the client protocol for lockgen, and nothing else.
 //!
-//!     snaplock-floor direct|owner INDEX SOCKET PORT0,PORT1,PORT2
+//!     snaplock-floor direct|owner|home INDEX SOCKET PORT0,PORT1,PORT2
 //!     snaplock-floor local SOCKET
 //!
 //! `local` is one process, the floor of one agent (see `local.rs`). The
@@ -26,6 +26,11 @@
 //!   hash; a home that is not the owner sends it the request, the owner
 //!   asks the home for its vote, and tells it the grant; the release goes
 //!   to the owner, which tells its follower to drop the vote.
+//! - `home`: `owner`, but a home that is asked for its vote (the owner's
+//!   follower) holds a majority with it and answers `LOCKED` itself; the
+//!   owner sends no grant. The home drops its own vote at the release, and
+//!   the owner, told of the release, sends no drop: four messages where
+//!   `owner` takes six, for a home that is not its name's owner.
 
 // A bench tool outside the agent: it reads the clock itself (a bounded
 // wait for its links).
@@ -147,12 +152,13 @@ fn main() {
     if args.len() == 3 && args[1] == "local" {
         return local::run(&args[2]);
     }
-    if args.len() != 5 || !matches!(args[1].as_str(), "direct" | "owner") {
-        eprintln!("usage: snaplock-floor direct|owner INDEX SOCKET PORT0,PORT1,PORT2");
+    if args.len() != 5 || !matches!(args[1].as_str(), "direct" | "owner" | "home") {
+        eprintln!("usage: snaplock-floor direct|owner|home INDEX SOCKET PORT0,PORT1,PORT2");
         eprintln!("       snaplock-floor local SOCKET");
         std::process::exit(2);
     }
-    let by_owner = args[1] == "owner";
+    let by_owner = args[1] != "direct";
+    let home_votes = args[1] == "home";
     let me: usize = args[2].parse().expect("INDEX");
     let ports: Vec<u16> = args[4]
         .split(',')
@@ -295,14 +301,21 @@ fn main() {
                         match x {
                             // owner: a home's request; it asks the home's vote
                             "L" => say(&mut links, home, b'A', home, req, owner),
+                            // the home, asked for its vote, holds a majority
+                            "A" if home_votes && home == me => {
+                                grant(req);
+                                say(&mut links, owner, b'V', home, req, owner)
+                            }
                             // follower (the home, or the owner's next): its vote
                             "A" => say(&mut links, owner, b'V', home, req, owner),
                             // owner: the majority is there
                             "V" if home == me => grant(req),
+                            "V" if home_votes => {}
                             "V" => say(&mut links, home, b'G', home, req, owner),
                             // home: granted
                             "G" => grant(req),
                             // owner: released; the follower (the home) drops its vote
+                            "U" if home_votes => {}
                             "U" => say(&mut links, home, b'D', home, req, owner),
                             _ => {}
                         }
