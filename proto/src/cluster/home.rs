@@ -74,6 +74,11 @@ pub(crate) struct Submitted {
     pub at: Time,
     /// `try=true`: failed as soon as nothing can grant it.
     pub try_once: bool,
+    /// The largest fence this agent, a follower of the request's owner,
+    /// refused to vote for (0: none). It refuses it again if asked again:
+    /// its own yes vote delivers the grant, so it never says yes to what
+    /// it said no to (docs/cluster.md "Granting", the home's own vote).
+    pub refused: u64,
 }
 
 /// A waiting request is sent again this often (its answer may be lost

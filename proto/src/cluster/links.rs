@@ -244,6 +244,9 @@ pub(crate) struct Link {
     /// Its `LOCKSTARTED` said `add_vote=1`: a new ticket and the vote on
     /// it may go as one `ADDTICKET` with a `fence`.
     pub add_vote: bool,
+    /// Its `LOCKSTARTED` said `home_grant=1`: as the home of a request, it
+    /// delivers the grant on its own yes vote, so no `LOCKED` follows.
+    pub home_grant: bool,
 }
 
 impl Link {
@@ -261,6 +264,7 @@ impl Link {
             answered: None,
             reanswer: None,
             add_vote: false,
+            home_grant: false,
         }
     }
 }

@@ -89,6 +89,50 @@ fn three_ready_and_a_name_node0_owns(seed: u64) -> (Net, String) {
     (net, name)
 }
 
+/// A home that is a leader, asked by the owner for its vote on its own
+/// request, holds the majority with it (the owner's and its own): it
+/// delivers the grant at once, and the owner sends no `LOCKED`. A grant
+/// of a name whose owner is another leader takes five peer messages
+/// (docs/cluster.md "Granting", the home's own vote).
+#[test]
+fn a_home_that_leads_grants_on_its_own_vote() {
+    let (mut net, name) = three_ready_and_a_name_node0_owns(14);
+    assert_eq!(net.leader_nodes(0).len(), 3);
+    let home = 1; // a leader, not the owner
+    let kinds = [
+        "LOCK",
+        "ADDTICKET",
+        "ACTIVATELOCK",
+        "LOCKACTIVATED",
+        "LOCKED",
+        "UNLOCK",
+        "DROPTICKET",
+    ];
+    let total = |net: &Net| -> Vec<usize> {
+        kinds
+            .iter()
+            .map(|k| (0..3).map(|i| net.count(i, k)).sum())
+            .collect()
+    };
+    let before = total(&net);
+    let c = net.open(home);
+    for k in 0..5 {
+        net.send(c, &format!("LOCK object_name={name};duration=30;tag={k}"));
+        let got = net.wait_reply(c, Duration::from_secs(1)).expect("granted");
+        assert_eq!(got.command, "LOCKED", "{got}");
+        net.send(c, &format!("UNLOCK object_name={name};tag={k}"));
+        let got = net.wait_reply(c, Duration::from_secs(1)).expect("unlocked");
+        assert_eq!(got.command, "UNLOCKED", "{got}");
+        net.run_for(Duration::from_millis(20));
+    }
+    let after = total(&net);
+    let per: Vec<usize> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    // Each grant: LOCK, the ticket with its vote (one line, counted as
+    // the ADDTICKET and the ACTIVATELOCK it carries), LOCKACTIVATED,
+    // UNLOCK, DROPTICKET; no LOCKED.
+    assert_eq!(per, [5, 5, 5, 5, 0, 5, 5], "{kinds:?}");
+}
+
 #[test]
 fn a_follower_that_does_not_answer_is_passed_over_within_a_ping_interval() {
     // A name that node 0 owns: its first follower is the next leader.

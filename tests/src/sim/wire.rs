@@ -4,7 +4,8 @@
 //! The simulator carries every message between agents, so it sees who
 //! announced which leaders for which epoch (`LOCKLEADERS`, `LOCKSTARTED`), who each agent
 //! is (`LOCKSTARTED`), every vote an owner received (`LOCKACTIVATED
-//! ok=true`), and every grant carried into a new epoch's state
+//! ok=true`), and the vote of a home asked for its own request when it is
+//! cast (that vote delivers the grant at once), and every grant carried into a new epoch's state
 //! (`LOCKTICKETS part=state`, which the collector sends the other leaders:
 //! a majority that installed it backs the grant as votes would). Agents are named by their ids, not by their
 //! computers: a restarted agent has a new id, and votes or leadership of
@@ -63,6 +64,13 @@ pub struct Wire {
     dropped: BTreeSet<(String, Vec<u8>, String, u64, u64)>,
     /// (agent id, epoch) → the leader-list digests it answered pings with.
     views: BTreeMap<(String, u64), BTreeSet<u64>>,
+    /// (voter id, object, home, req, epoch) → the fence of the last yes
+    /// vote it cast for that ticket in that epoch: the same vote said
+    /// again while it stands is not judged again.
+    fences: BTreeMap<(String, Vec<u8>, String, u64, u64), u64>,
+    /// (asked agent id, object, fence) → the agents that asked it for its
+    /// vote on that fence (`ACTIVATELOCK`, or `ADDTICKET` with `fence`).
+    asked: BTreeMap<(String, Vec<u8>, u64), BTreeSet<String>>,
 }
 
 fn num(msg: &Message, name: &str) -> Option<u64> {
@@ -104,6 +112,7 @@ impl Wire {
             // Checked when cast: the owner may drop the ticket before the
             // vote reaches it.
             self.check_votes(node, msg)?;
+            self.note_home_vote(node, msg);
         }
         if msg.command == "LOCKSTARTED" {
             if let Some(id) = msg.get_str("lockid") {
@@ -166,6 +175,18 @@ impl Wire {
     /// Computer `to` received `msg` from computer `from`. `Err` says what
     /// broke a rule: an epoch now has two different leader lists.
     pub fn received(&mut self, to: usize, from: usize, msg: &Message) -> Result<(), String> {
+        if matches!(msg.command.as_str(), "ACTIVATELOCK" | "ADDTICKET") {
+            // A question for this agent's vote on a fence.
+            if let (Some(object), Some(fence), Some(asked), Some(owner)) = (
+                msg.get("object_name"),
+                num(msg, "fence"),
+                self.ids[to].clone(),
+                self.ids[from].clone(),
+            ) {
+                let key = (asked, object.to_vec(), fence);
+                self.asked.entry(key).or_default().insert(owner);
+            }
+        }
         match msg.command.as_str() {
             // Every message that describes a ticket (it has its key).
             "ADDTICKET" if msg.get("key").is_some() => {
@@ -199,6 +220,7 @@ impl Wire {
                 self.note_state(to, msg, &tickets);
             }
             "LOCKACTIVATED" if msg.get("ok") == Some(b"true") => self.note_vote(to, from, msg),
+
             "LOCKLEADERS" | "LOCKSTARTED" => {
                 let Some(epoch) = num(msg, "epoch") else {
                     return Ok(());
@@ -236,6 +258,31 @@ impl Wire {
             .insert((epoch, voter));
     }
 
+    /// A home's yes vote on its own request, as it is cast: it counts for
+    /// each agent that asked it for that fence, as if received (the home
+    /// delivers the grant on it at once).
+    fn note_home_vote(&mut self, node: usize, msg: &Message) {
+        let (Some(epoch), Some(fence), Some(object), Some(home), Some(voter)) = (
+            num(msg, "epoch"),
+            num(msg, "fence"),
+            msg.get("object_name"),
+            msg.get_str("home"),
+            self.ids[node].clone(),
+        ) else {
+            return;
+        };
+        if home != voter {
+            return;
+        }
+        let key = (voter.clone(), object.to_vec(), fence);
+        for owner in self.asked.get(&key).into_iter().flatten() {
+            self.votes
+                .entry((owner.clone(), object.to_vec(), fence))
+                .or_default()
+                .insert((epoch, voter.clone()));
+        }
+    }
+
     /// A leader never stands behind two conflicting grants of one object
     /// at once: its new yes vote must be compatible with every vote of the
     /// same epoch it has not been told to drop.
@@ -260,11 +307,18 @@ impl Wire {
         {
             return Ok(()); // cast late, dropped already
         }
+        let fence = num(msg, "fence").unwrap_or(0);
+        let cast = (id.clone(), object.to_vec(), home.to_owned(), req, epoch);
         let set = self
             .standing
             .entry((id.clone(), object.to_vec()))
             .or_default();
         set.retain(|_, e| *e >= epoch);
+        let stands = set.get(&(home.to_owned(), req)) == Some(&epoch);
+        if stands && self.fences.get(&cast) == Some(&fence) {
+            return Ok(()); // the vote it cast, said again
+        }
+        self.fences.insert(cast, fence);
         set.insert((home.to_owned(), req), epoch);
         let mut votes: Vec<(String, u64)> = set.keys().cloned().collect();
         // The tickets of one session on a transaction variable never

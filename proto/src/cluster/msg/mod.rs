@@ -96,6 +96,9 @@ pub(crate) struct Started {
     /// It takes an `ADDTICKET` that carries a `fence` as that ticket's
     /// `ADDTICKET` and then its `ACTIVATELOCK` (`add_vote=1`).
     pub add_vote: bool,
+    /// As the home of a request, it delivers the grant on its own yes
+    /// vote when that vote makes the majority (`home_grant=1`).
+    pub home_grant: bool,
 }
 
 /// `LOCKPONG`: the answer to a ping.
@@ -340,6 +343,7 @@ impl PeerMsg {
                 epoch: num(m, "epoch")?,
                 leaders: leaders(m)?,
                 add_vote: m.get("add_vote") == Some(b"1"),
+                home_grant: m.get("home_grant") == Some(b"1"),
             }),
             "LOCKLEADERS" => {
                 let leaders = leaders(m)?;

@@ -80,6 +80,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             epoch: 7,
             leaders: vec![Id::from(A), Id::from(B)],
             add_vote: true,
+            home_grant: true,
         }),
         PeerMsg::Ping { serial: 3 },
         PeerMsg::Pong(Pong {

@@ -45,6 +45,9 @@ impl PeerMsg {
                 if s.add_vote {
                     m.set("add_vote", "1");
                 }
+                if s.home_grant {
+                    m.set("home_grant", "1");
+                }
             }
             PeerMsg::Leaders { epoch, leaders } => {
                 m.set_u64("epoch", epoch);

@@ -25,6 +25,7 @@ impl Core {
             epoch: c.epoch.number,
             leaders: c.epoch.leaders.clone(),
             add_vote: true,
+            home_grant: true,
         })
     }
 
@@ -56,6 +57,7 @@ impl Core {
         link.ahead = crate::cluster::links::wall_ahead(now, s.wall_ms);
         link.since = now.mono;
         link.add_vote = s.add_vote;
+        link.home_grant = s.home_grant;
         let addr = link.addr;
         self.cluster.peers.last_link_up = Some(now.mono);
         self.cluster.peers.lost.remove(&addr);

@@ -9,7 +9,7 @@ use crate::cluster::ltable::{LeaderState, LeaderTicket};
 use crate::cluster::msg::{BadField, PeerMsg, TicketAt};
 use crate::core::Core;
 use crate::time::Now;
-use crate::vocab::{Kind, ObjectName};
+use crate::vocab::{Kind, ObjectName, TicketId};
 
 impl Core {
     /// The owner's new ticket `at`, for this follower's replica.
@@ -67,6 +67,14 @@ impl Core {
 
     /// The owner asks for this follower's vote on the grant of `at` with
     /// `fence`.
+    ///
+    /// When this agent is the request's home, its yes vote is the
+    /// majority's last (the owner voted when it asked; three leaders at
+    /// most): it delivers the grant at once, as if its owner's `LOCKED`
+    /// had come (docs/cluster.md "Granting", the home's own vote). It then
+    /// answers one question one way only: the vote it cast is said again,
+    /// whatever it would answer now, and a fence it refused is refused
+    /// again, so its owner never gives up a fence its home delivered.
     pub(super) fn follower_activate(
         &mut self,
         now: Now,
@@ -78,6 +86,17 @@ impl Core {
         if self.owner_of(object).as_deref() != Some(&**from) {
             return Err(BadField("object_name (sender is not its owner)"));
         }
+        let tx = crate::vocab::split_var_object(object).is_some();
+        // This agent's own request, a lock (a transaction's holding is
+        // answered by the transaction), with at most three leaders.
+        let own =
+            (*home == *self.cluster.me && !tx && self.cluster.leader_majority() <= 2).then(|| {
+                self.cluster
+                    .home
+                    .submitted
+                    .get(&TicketId(req))
+                    .map(|s| s.refused)
+            });
         let acting = self.cluster.acting(now.mono);
         let plant = self.cluster.cfg.plant;
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
@@ -86,9 +105,13 @@ impl Core {
         let mut other = None;
         if let Some(o) = l.objects.get_mut(object) {
             if let Some(pos) = o.find(home, req) {
-                let compatible = plant == Plant::DoubleVote
-                    || o.may_also_hold(pos, crate::vocab::split_var_object(object).is_some());
-                if acting && !delayed && compatible {
+                let compatible = plant == Plant::DoubleVote || o.may_also_hold(pos, tx);
+                let again = o.tickets[pos].state == LeaderState::Held { fence };
+                if own.is_some() && again {
+                    ok = true; // the vote it cast, said again
+                } else if own.flatten().is_some_and(|refused| fence <= refused) {
+                    // refused before: refused again
+                } else if acting && !delayed && compatible {
                     o.tickets[pos].state = LeaderState::Held { fence };
                     o.last_fence = o.last_fence.max(fence);
                     ok = true;
@@ -101,19 +124,34 @@ impl Core {
                 }
             }
         }
+        if !ok {
+            if let Some(s) = (own.is_some())
+                .then(|| self.cluster.home.submitted.get_mut(&TicketId(req)))
+                .flatten()
+            {
+                s.refused = s.refused.max(fence);
+            }
+        }
         self.raise_floor(fence);
         // `other`: which vote stands in the way; the owner drops it if it
         // no longer knows that ticket.
+        let at = TicketAt {
+            epoch: self.cluster.epoch.number,
+            ..at
+        };
+        // The home's own yes vote delivers the grant: only for a request
+        // it still has sent (`submitted`), which keeps what it refused.
+        let deliver = (ok && own.flatten().is_some()).then(|| at.clone());
         let vote = PeerMsg::LockActivated {
-            at: TicketAt {
-                epoch: self.cluster.epoch.number,
-                ..at
-            },
+            at,
             fence,
             ok,
             other,
         };
         self.send(To::Agent(from), vote);
-        Ok(())
+        match deliver {
+            Some(at) => self.home_answer(now, from, at, Ok(fence)),
+            None => Ok(()),
+        }
     }
 }

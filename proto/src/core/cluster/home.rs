@@ -20,6 +20,13 @@ impl Core {
             .objects
             .get(name)
             .is_some_and(|o| o.position(id).is_some_and(|p| o.tickets[p].try_once));
+        // A request sent again keeps the fences it was refused.
+        let refused = self
+            .cluster
+            .home
+            .submitted
+            .get(&id)
+            .map_or(0, |s| s.refused);
         self.cluster.home.submitted.insert(
             id,
             Submitted {
@@ -27,6 +34,7 @@ impl Core {
                 epoch,
                 at: now.mono,
                 try_once,
+                refused,
             },
         );
         let Some(i) = self.cluster.owner_index(name) else {

@@ -537,6 +537,16 @@ impl Core {
         let plant = self.cluster.cfg.plant;
         let acting = self.cluster.acting(now.mono);
         let epoch = self.cluster.epoch.number;
+        // The home's own yes vote makes the majority, and it says it then
+        // delivers the grant itself (`home_grant`): no `LOCKED` to send.
+        let c = &self.cluster;
+        let home_grants = (**home != *c.me && majority <= 2)
+            .then(|| c.epoch.leaders.iter().position(|l| l == home))
+            .flatten()
+            .filter(|_| {
+                let link = c.peers.link_of(home).and_then(|p| c.peers.links.get(&p));
+                link.is_some_and(|k| k.home_grant)
+            });
         let l = self.cluster.leader.table.as_mut().expect("leader");
         let Some(o) = l.objects.get_mut(&**name) else {
             return;
@@ -558,6 +568,9 @@ impl Core {
                     // A transaction's new holding: the transaction says
                     // when it is done.
                     self.tx_set_voted(now, home, req);
+                    return;
+                }
+                if home_grants.is_some_and(|h| ballot.votes & 1 << h != 0) {
                     return;
                 }
                 let at = TicketAt {
