@@ -490,14 +490,19 @@ impl Cluster {
 
     pub(crate) fn grant(&self, s: &mut State, slot: u8) {
         let e = s.members[usize::from(slot)].epoch;
-        let Some((c, fence, _, clean)) = Self::asking(&s.members[usize::from(slot)].table) else {
+        let Some((c, fence, voters, clean)) = Self::asking(&s.members[usize::from(slot)].table)
+        else {
             return;
         };
         s.members[usize::from(slot)].table.tickets[usize::from(c)] = Ticket::Held { fence };
         if ones(clean) <= N / 2 {
             s.s6_broken = true;
         }
-        s.send(slot, self.home_of(c), Msg::Locked { e, c, fence });
+        // The home's own yes vote delivered it there (`activate`).
+        let home = self.home_of(c);
+        if home == slot || voters & bit(home) == 0 {
+            s.send(slot, home, Msg::Locked { e, c, fence });
+        }
     }
 
     /// The owner grants as soon as it may; `Action::Grant` covers the
@@ -523,6 +528,12 @@ impl Cluster {
 
     pub(crate) fn activate(&self, s: &mut State, slot: u8, e: u8, c: u8, fence: u8) {
         if !s.acting(slot) {
+            return;
+        }
+        // A follower votes for nothing while its epoch's lock-delay runs
+        // (it refuses, and the owner asks again once the delay is over:
+        // here, the question goes unanswered and `ReAsk` brings it again).
+        if matches!(s.delays[usize::from(e) - 1], Delay::Running { .. }) {
             return;
         }
         let owner = s.owner(&self.config, e).slot;
@@ -555,6 +566,17 @@ impl Cluster {
                 from,
             },
         );
+        // The home's yes vote is the majority's last (the owner's and its
+        // own): it delivers the grant at once, as its LOCKED would
+        // (docs/cluster.md "Granting", the home's own vote). A clean vote
+        // and the owner's are a majority of three: S6 holds as for the
+        // owner's grant.
+        if ok && self.config.workload == Workload::Locks && self.home_of(c) == slot {
+            if !clean {
+                s.s6_broken = true;
+            }
+            self.locked(s, slot, e, c, fence);
+        }
     }
 
     // ---- home --------------------------------------------------------
