@@ -62,12 +62,7 @@ fn a_grant_involves_only_the_followers_a_majority_needs() {
     let before: usize = (0..3).map(|i| net.count(i, "ADDTICKET")).sum();
     let locks = 30;
     for k in 0..locks {
-        net.send(c, &format!("LOCK object_name=n{k};duration=30;tag={k}"));
-        let got = net.wait_reply(c, Duration::from_secs(1)).expect("granted");
-        assert_eq!(got.command, "LOCKED", "{got}");
-        net.send(c, &format!("UNLOCK object_name=n{k};tag={k}"));
-        let got = net.wait_reply(c, Duration::from_secs(1)).expect("unlocked");
-        assert_eq!(got.command, "UNLOCKED", "{got}");
+        lock_and_unlock(&mut net, c, &format!("n{k}"), k);
     }
     net.run_for(Duration::from_millis(100));
     let adds: usize = (0..3).map(|i| net.count(i, "ADDTICKET")).sum::<usize>() - before;
@@ -79,6 +74,16 @@ fn a_grant_involves_only_the_followers_a_majority_needs() {
 }
 
 /// Three ready cores, and a name whose owner is node 0.
+/// Client `c` locks `name` and unlocks it, each answered within a second.
+fn lock_and_unlock(net: &mut Net, c: u64, name: &str, tag: usize) {
+    net.send(c, &format!("LOCK object_name={name};duration=30;tag={tag}"));
+    let got = net.wait_reply(c, Duration::from_secs(1)).expect("granted");
+    assert_eq!(got.command, "LOCKED", "{got}");
+    net.send(c, &format!("UNLOCK object_name={name};tag={tag}"));
+    let got = net.wait_reply(c, Duration::from_secs(1)).expect("unlocked");
+    assert_eq!(got.command, "UNLOCKED", "{got}");
+}
+
 fn three_ready_and_a_name_node0_owns(seed: u64) -> (Net, String) {
     let mut net = Net::new(3, seed);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
@@ -99,38 +104,18 @@ fn a_home_that_leads_grants_on_its_own_vote() {
     let (mut net, name) = three_ready_and_a_name_node0_owns(14);
     assert_eq!(net.leader_nodes(0).len(), 3);
     let home = 1; // a leader, not the owner
-    let kinds = [
-        "LOCK",
-        "ADDTICKET",
-        "ACTIVATELOCK",
-        "LOCKACTIVATED",
-        "LOCKED",
-        "UNLOCK",
-        "DROPTICKET",
-    ];
-    let total = |net: &Net| -> Vec<usize> {
-        kinds
-            .iter()
-            .map(|k| (0..3).map(|i| net.count(i, k)).sum())
-            .collect()
-    };
-    let before = total(&net);
+    let before = waiters::counts(&net);
     let c = net.open(home);
     for k in 0..5 {
-        net.send(c, &format!("LOCK object_name={name};duration=30;tag={k}"));
-        let got = net.wait_reply(c, Duration::from_secs(1)).expect("granted");
-        assert_eq!(got.command, "LOCKED", "{got}");
-        net.send(c, &format!("UNLOCK object_name={name};tag={k}"));
-        let got = net.wait_reply(c, Duration::from_secs(1)).expect("unlocked");
-        assert_eq!(got.command, "UNLOCKED", "{got}");
+        lock_and_unlock(&mut net, c, &name, k);
         net.run_for(Duration::from_millis(20));
     }
-    let after = total(&net);
+    let after = waiters::counts(&net);
     let per: Vec<usize> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     // Each grant: LOCK, the ticket with its vote (one line, counted as
     // the ADDTICKET and the ACTIVATELOCK it carries), LOCKACTIVATED,
     // UNLOCK, DROPTICKET; no LOCKED.
-    assert_eq!(per, [5, 5, 5, 5, 0, 5, 5], "{kinds:?}");
+    assert_eq!(per, [5, 5, 5, 5, 0, 5, 5], "{:?}", waiters::GRANT_MESSAGES);
 }
 
 #[test]

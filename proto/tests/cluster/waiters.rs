@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// The peer messages of one grant and release, as the owner and its
 /// homes exchange them.
-const GRANT_MESSAGES: [&str; 7] = [
+pub(super) const GRANT_MESSAGES: [&str; 7] = [
     "LOCK",
     "ADDTICKET",
     "ACTIVATELOCK",
@@ -20,7 +20,7 @@ const GRANT_MESSAGES: [&str; 7] = [
     "DROPTICKET",
 ];
 
-fn counts(net: &super::Net) -> Vec<usize> {
+pub(super) fn counts(net: &super::Net) -> Vec<usize> {
     GRANT_MESSAGES
         .iter()
         .map(|m| (0..3).map(|i| net.count(i, m)).sum())
