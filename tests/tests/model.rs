@@ -30,6 +30,8 @@
 
 #[path = "model/actions.rs"]
 mod actions;
+#[path = "model/handover.rs"]
+mod handover;
 #[path = "model/progress.rs"]
 mod progress;
 #[path = "model/state.rs"]
