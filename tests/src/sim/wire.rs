@@ -4,8 +4,9 @@
 //! The simulator carries every message between agents, so it sees who
 //! announced which leaders for which epoch (`LOCKLEADERS`, `LOCKSTARTED`), who each agent
 //! is (`LOCKSTARTED`), every vote an owner received (`LOCKACTIVATED
-//! ok=true`), and the vote of a home asked for its own request when it is
-//! cast (that vote delivers the grant at once), and every grant carried into a new epoch's state
+//! ok=true`), the vote of a home asked for its own request when it is
+//! cast (that vote delivers the grant at once), and every grant carried
+//! into a new epoch's state
 //! (`LOCKTICKETS part=state`, which the collector sends the other leaders:
 //! a majority that installed it backs the grant as votes would). Agents are named by their ids, not by their
 //! computers: a restarted agent has a new id, and votes or leadership of
@@ -220,7 +221,6 @@ impl Wire {
                 self.note_state(to, msg, &tickets);
             }
             "LOCKACTIVATED" if msg.get("ok") == Some(b"true") => self.note_vote(to, from, msg),
-
             "LOCKLEADERS" | "LOCKSTARTED" => {
                 let Some(epoch) = num(msg, "epoch") else {
                     return Ok(());
