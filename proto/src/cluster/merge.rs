@@ -17,19 +17,27 @@ type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// Every ticket held in the new epoch, once each with the largest fence
 /// any report gives it, in key order (object, home, req), and the largest
-/// floor reported. From the tables of E_max's ready leaders (older tables
-/// were superseded by E_max's state, or by the lock-delay) and the homes'
-/// held requests; the home is the authority on its own clients, so a
-/// table's ticket of a home that reported is kept only if that home still
-/// has it (held or waiting).
+/// floor reported. From the tables of the leaders ready in the latest
+/// epoch any reporter was ready in (older tables were superseded by that
+/// epoch's state) and the homes' held requests; the home is the authority
+/// on its own clients, so a table's ticket of a home that reported is kept
+/// only if that home still has it (held or waiting).
+///
+/// That epoch is E_max (the latest any reporter comes from) when one of
+/// E_max's leaders that was ready in it reported. When none did, E_max may
+/// never have been ready anywhere, e.g. one elected by a conductor cut off
+/// from the others: its state, if any, is not known, and the state is
+/// incomplete (a lock-delay). The latest tables known then still vouch for
+/// the locks of homes that did not report yet; without them, a healthy
+/// home's late report held what the epoch did not know, and the home had
+/// to revoke (one-computer seed 1470). A ticket they hold that a later
+/// epoch released blocks its object only until its home's report is
+/// counted, or its home is silent for the release delay.
 ///
 /// A million held locks come in two or three reports each: borrowed keys,
 /// homes numbered once, no copy of a ticket until the state is written,
 /// and one sort at the end.
-pub(crate) fn merge_held(
-    reports: &BTreeMap<Id, Report>,
-    e_max: u64,
-) -> (Vec<(&ReportedTicket, u64)>, u64) {
+pub(crate) fn merge_held(reports: &BTreeMap<Id, Report>) -> (Vec<(&ReportedTicket, u64)>, u64) {
     /// One key of the state: whether something holds it yet (a home's
     /// waiting request does not, a table's ticket for it does), and the
     /// largest fence of those that hold it.
@@ -65,7 +73,8 @@ pub(crate) fn merge_held(
             }
         }
     }
-    for r in reports.values().filter(|r| r.ready_epoch == e_max) {
+    let latest_ready = (reports.values().map(|r| r.ready_epoch).max()).unwrap_or(0);
+    for r in (reports.values()).filter(|r| r.ready_epoch == latest_ready) {
         for t in &r.leader {
             let (home, reported) = homes.number(&t.home);
             match index.entry((&t.object[..], home, t.req)) {
@@ -145,8 +154,8 @@ mod tests {
     }
 
     /// What the state holds: (object, home, req, fence), in its order.
-    fn merged(reports: &BTreeMap<Id, Report>, e_max: u64) -> Vec<(String, String, u64, u64)> {
-        let (held, _) = merge_held(reports, e_max);
+    fn merged(reports: &BTreeMap<Id, Report>) -> Vec<(String, String, u64, u64)> {
+        let (held, _) = merge_held(reports);
         held.iter()
             .map(|(t, f)| {
                 let o = String::from_utf8(t.object.to_vec()).unwrap();
@@ -199,7 +208,7 @@ mod tests {
         );
         let s = |o: &str, h: &str, r, f| (o.to_owned(), h.to_owned(), r, f);
         assert_eq!(
-            merged(&reports, 7),
+            merged(&reports),
             vec![
                 s("v", "b", 4, 12),
                 s("w", "gone", 9, 36),
@@ -207,6 +216,39 @@ mod tests {
                 s("y", "a", 2, 25),
             ]
         );
-        assert_eq!(merge_held(&reports, 7).1, 50);
+        assert_eq!(merge_held(&reports).1, 50);
+    }
+    /// One-computer seed 1470: the conductor, cut off, had moved to an
+    /// epoch (9) nobody was ready in; the tables of the latest epoch a
+    /// reporter was ready in (7) still vouch for the lock of a home that
+    /// did not report yet, and the conductor's older table (6) does not.
+    #[test]
+    fn without_a_ready_leader_of_e_max_the_latest_ready_tables_count() {
+        let (n0, n1, n2): (Id, Id, Id) = ("n0".into(), "n1".into(), "n2".into());
+        let mut reports = BTreeMap::new();
+        reports.insert(
+            n0.clone(),
+            Report {
+                prev_epoch: 9,
+                ready_epoch: 6,
+                leader: vec![t("old", &n2, 1, 5)],
+                ..Report::default()
+            },
+        );
+        reports.insert(
+            n1.clone(),
+            Report {
+                prev_epoch: 7,
+                ready_epoch: 7,
+                leader: vec![t("hot1", &n2, 106, 28)],
+                home: vec![(t("hot0", &n1, 103, 29), true)],
+                ..Report::default()
+            },
+        );
+        let s = |o: &str, h: &str, r, f| (o.to_owned(), h.to_owned(), r, f);
+        assert_eq!(
+            merged(&reports),
+            vec![s("hot0", "n1", 103, 29), s("hot1", "n2", 106, 28)]
+        );
     }
 }

@@ -3,7 +3,7 @@
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 32] = [
+pub const R1_FIXED: [(u64, &str); 33] = [
     (
         1842,
         "R1: the old owner, a conductor back from a cut, moved out of its epoch itself 3.4 s after its last answer; its own move was weighed against the settle window (3.2 s) like the others' leaving, and the lock was revoked although the owner could not have dropped it before 5.25 s: an old owner's own move now has the window of an owner in between's",
@@ -122,6 +122,10 @@ pub const R1_FIXED: [(u64, &str); 32] = [
     (
         7134,
         "R1: as 5652, with pauses: n0 paused 2.29 s, ran 0.2 s with its links up again, paused 2.2 s; nobody elected before n2's grace for the lock n0 owned ran out",
+    ),
+    (
+        1470,
+        "R1: the conductor n0, cut off both ways, had moved to an epoch of its own nobody was ready in, then elected E (n0, n1) over answers from before the cut; n1 and n2 adopted E when the cut healed 17 s later, displacing their working epoch, and n0 built E's state from n0's and n1's reports: E_max was n0's epoch, no reporter was ready in it, so no table counted, and n1's vote for n2's lock was left out; n2's late report held what E did not know and n2 revoked it: without a ready leader of E_max, the tables of the latest epoch a reporter was ready in count",
     ),
 ];
 
@@ -247,8 +251,8 @@ pub const FIXED: [(u64, &str); 46] = [
 /// line, 2130 and 3237 after (the first two in 0-3999), 1218 once `links=`
 /// left out silent links (the first in 0-1999; none in 3000-3999), 1101
 /// once a home that leads delivered grants on its own vote (in 0-3999 the
-/// only other, 1470, breaks R1 without the plant too: bench/RESULTS.md,
-/// "The home's own vote").
+/// only other, 1470, broke R1 without the plant too, and no longer catches
+/// it since its own failure was fixed: `R1_FIXED`).
 pub const CARRY_BY_ANSWER: [u64; 6] = [444, 906, 1101, 1218, 2130, 3237];
 
 /// Seeds whose S2 failure came from agents restarting without memory

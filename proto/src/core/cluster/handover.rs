@@ -269,11 +269,10 @@ impl Core {
         else {
             return;
         };
-        let e_max = verdict.e_max;
         let collect = self.cluster.handover.collect.as_mut().expect("collecting");
         collect.done = true;
         let reports = std::mem::take(&mut collect.reports);
-        let (held, mut floor) = merge_held(&reports, e_max);
+        let (held, mut floor) = merge_held(&reports);
         for (_, fence) in &held {
             floor = floor.max(*fence);
         }
