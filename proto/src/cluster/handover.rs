@@ -204,9 +204,20 @@ impl Collect {
         // from the first quorum of reports, without the previous leaders'
         // tables, and the healthy homes those tables vouched for had to
         // revoke (one-computer seed 4125). It waits for such a member a
-        // `peer_timeout` at most after a quorum first reported.
+        // `peer_timeout` at most after a quorum first reported. So it does
+        // for a member linked to the collector itself, whether it said who
+        // it is yet or not (its `LOCKSTARTED` on the way): a conductor back
+        // from a cut built its state 13 ms after its link to a healthy
+        // member came up, before the linked members' first pongs named any
+        // link, so the state was incomplete, and the whole cluster waited
+        // out a lock-delay that the member's report, 170 ms later, would
+        // have spared (one-computer seed 1470). A link that came up and has
+        // not said who is at its end makes the links still come up.
+        let introducing = (peers.links.values())
+            .filter(|l| !l.closing && l.id.is_none() && now < l.since + peer_timeout)
+            .fold(0u64, |all, l| all | peers.member_bit(l.addr));
         let settling = (peers.last_link_up).is_some_and(|t| now < t + peer_timeout);
-        if !complete && settling && now < quorum_at + peer_timeout {
+        if !complete && (settling || introducing != 0) && now < quorum_at + peer_timeout {
             let reported: BTreeSet<std::net::SocketAddr> = (self.reports.keys())
                 .filter_map(|id| crate::cluster::ids::parse_id(id).and_then(|p| p.addr))
                 .collect();
@@ -214,8 +225,11 @@ impl Collect {
                 .filter(|l| !l.closing && l.id.is_some())
                 .filter_map(|l| peers.peer_links.get(&l.addr).map(|(m, _)| *m))
                 .fold(0u64, |all, m| all | m);
-            let may_come = (peers.members.iter())
-                .any(|a| !reported.contains(a) && masks & peers.member_bit(*a) != 0);
+            let linked_unreported =
+                (peers.links.values()).any(|l| !l.closing && !names.contains(l.name.as_str()));
+            let may_come = linked_unreported
+                || (peers.members.iter())
+                    .any(|a| !reported.contains(a) && masks & peers.member_bit(*a) != 0);
             if may_come {
                 return None;
             }
@@ -385,6 +399,28 @@ mod tests {
         let (mut c, mut p) = settling(97);
         p.peer_links.insert(p.members[1], (0b111, s(100)));
         assert_eq!(c.weigh(s(100), &p, DELAY, TIMEOUT), incomplete);
+        // A link to `n2` is up, its `LOCKSTARTED` not read yet: `n2` may
+        // report next (seed 1470), for a `peer_timeout` as well.
+        // Once it said who it is, it may still report next.
+        let (mut c, mut p) = settling(100);
+        let addr = p.members[2];
+        let link = super::super::links::Link {
+            id: Some(reporter(2)),
+            ..super::super::links::Link::new("n2".to_owned(), addr, s(100))
+        };
+        p.links.insert(crate::vocab::PeerId(2), link);
+        assert_eq!(c.weigh(s(101), &p, DELAY, TIMEOUT), None);
+        assert_eq!(c.weigh(s(102), &p, DELAY, TIMEOUT), incomplete);
+        // The link alone, its agent not known yet, makes the collector's
+        // links still come up.
+        for up_at in [100, 90] {
+            let (mut c, mut p) = settling(up_at);
+            let addr = p.members[2];
+            let link = super::super::links::Link::new("n2".to_owned(), addr, s(100));
+            p.links.insert(crate::vocab::PeerId(2), link);
+            assert_eq!(c.weigh(s(100), &p, DELAY, TIMEOUT), None);
+            assert_eq!(c.weigh(s(102), &p, DELAY, TIMEOUT), incomplete);
+        }
         // A complete state never waits.
         let (mut c, mut p) = settling(100);
         p.peer_links.insert(p.members[1], (0b111, s(100)));
