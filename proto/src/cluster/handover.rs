@@ -214,10 +214,9 @@ impl Collect {
         // have spared (one-computer seed 1470). A link that came up and has
         // not said who is at its end makes the links still come up.
         let introducing = (peers.links.values())
-            .filter(|l| !l.closing && l.id.is_none() && now < l.since + peer_timeout)
-            .fold(0u64, |all, l| all | peers.member_bit(l.addr));
+            .any(|l| !l.closing && l.id.is_none() && now < l.since + peer_timeout);
         let settling = (peers.last_link_up).is_some_and(|t| now < t + peer_timeout);
-        if !complete && (settling || introducing != 0) && now < quorum_at + peer_timeout {
+        if !complete && (settling || introducing) && now < quorum_at + peer_timeout {
             let reported: BTreeSet<std::net::SocketAddr> = (self.reports.keys())
                 .filter_map(|id| crate::cluster::ids::parse_id(id).and_then(|p| p.addr))
                 .collect();

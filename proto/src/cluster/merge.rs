@@ -27,7 +27,8 @@ type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 /// E_max's leaders that was ready in it reported. When none did, E_max may
 /// never have been ready anywhere, e.g. one elected by a conductor cut off
 /// from the others: its state, if any, is not known, and the state is
-/// incomplete (a lock-delay). The latest tables known then still vouch for
+/// incomplete (a lock-delay) unless every member reported (and every home
+/// spoke for its own tickets). The latest tables known then still vouch for
 /// the locks of homes that did not report yet; without them, a healthy
 /// home's late report held what the epoch did not know, and the home had
 /// to revoke (one-computer seed 1470). A ticket they hold that a later
