@@ -398,9 +398,8 @@ mod tests {
         let (mut c, mut p) = settling(97);
         p.peer_links.insert(p.members[1], (0b111, s(100)));
         assert_eq!(c.weigh(s(100), &p, DELAY, TIMEOUT), incomplete);
-        // A link to `n2` is up, its `LOCKSTARTED` not read yet: `n2` may
-        // report next (seed 1470), for a `peer_timeout` as well.
-        // Once it said who it is, it may still report next.
+        // `n2` is linked to the collector itself and has not reported: it
+        // may report next (seed 1470), for a `peer_timeout` as well.
         let (mut c, mut p) = settling(100);
         let addr = p.members[2];
         let link = super::super::links::Link {

@@ -219,6 +219,7 @@ mod tests {
         );
         assert_eq!(merge_held(&reports).1, 50);
     }
+
     /// One-computer seed 1470: the conductor, cut off, had moved to an
     /// epoch (9) nobody was ready in; the tables of the latest epoch a
     /// reporter was ready in (7) still vouch for the lock of a home that
