@@ -3,7 +3,7 @@
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 33] = [
+pub const R1_FIXED: [(u64, &str); 34] = [
     (
         1842,
         "R1: the old owner, a conductor back from a cut, moved out of its epoch itself 3.4 s after its last answer; its own move was weighed against the settle window (3.2 s) like the others' leaving, and the lock was revoked although the owner could not have dropped it before 5.25 s: an old owner's own move now has the window of an owner in between's",
@@ -126,6 +126,10 @@ pub const R1_FIXED: [(u64, &str); 33] = [
     (
         1470,
         "R1: the conductor n0, cut off both ways, had moved to an epoch of its own nobody was ready in, then elected E (n0, n1) over answers from before the cut; n1 and n2 adopted E when the cut healed 17 s later, displacing their working epoch, and n0 built E's state from n0's and n1's reports: E_max was n0's epoch, no reporter was ready in it, so no table counted, and n1's vote for n2's lock was left out; n2's late report held what E did not know and n2 revoked it: without a ready leader of E_max, the tables of the latest epoch a reporter was ready in count",
+    ),
+    (
+        21702,
+        "R1: n0, owner of hot0 and hot3 (held by n1) in X, cut off one way, elected Y over answers from before the cut; n0 answered n1 as acting in Y (and n1 acted there, owner of hot3) 33 ms before n1 moved to Z, with no tick of n1 in between, so neither lock followed its owner in Y and both kept n0's vouch from X, 2 s older; Z's owner n2 never acted, n0 was cut off the other way, and the settle window for W ran from that older vouch, 0.2 s short: the answers that arrived since the last tick are now weighed when the home moves on (Core::carry_over)",
     ),
 ];
 

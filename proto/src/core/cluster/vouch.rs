@@ -46,6 +46,10 @@ impl Core {
     /// former (`settle_carried`), while the lock ends `grace` after the
     /// earlier.
     pub(crate) fn carry_over(&mut self, now: Now) {
+        // The answers that arrived since the last tick are weighed first:
+        // a carried lock whose new owner answered in the epoch being left
+        // follows it there, as it would have on a tick just before.
+        self.settle_carried(now);
         // In key order, so the map is built in one pass.
         let mut carried = Vec::new();
         let (members, quorum) = (self.cluster.peers.members.len(), self.cluster.peers.quorum);

@@ -539,3 +539,92 @@ fn an_owner_in_between_without_a_majority_of_its_epochs_leaders_cannot_take_the_
         "followed although 11 could still gather both votes after the drop"
     );
 }
+
+/// `n2` (this agent) holds `name` carried from epoch 10 (owner `n1`,
+/// its answer at 101 s) into 11, where `n1` owns it again and answers
+/// as acting at 104 s; no tick runs before this agent moves on to 12
+/// at 104.1 s (one-computer seed 21702: 33 ms between the answer and
+/// the move). The lock followed `n1` in 11 at its answer (the same
+/// owner), and is carried into 12 with that answer, not with the vouch
+/// of 10. In 12 `n0` owns it and answers at 104.6 s; `n1` is known to
+/// have moved out of 11 at `n1_moved`.
+fn carried_through_the_same_owner_answering_just_before_the_move(
+    n1_moved: u64,
+) -> (Core, ObjectName) {
+    let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
+    let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
+    let c = &mut core.cluster;
+    c.epoch.leaders = vec![n1.clone(), n0.clone()];
+    c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+    c.home.carried.left.clear();
+    c.peers.contact.remove(&n0);
+    c.peers.contact.insert(
+        n1.clone(),
+        crate::cluster::Contact {
+            sent: at(104),
+            epoch: 11,
+            active_sent: Some(at(104)),
+            view: c.epoch.view,
+            delay_until: None,
+        },
+    );
+    // In contact with both leaders of 11 since 104 s.
+    c.home.last_ok = Some(at(104));
+    core.carry_over(now(104_100_000));
+    let kept = &core.cluster.home.carried.locks[&name];
+    assert_eq!(kept.owner.as_ref(), Some(&n1), "the owner of 11");
+    assert_eq!(
+        (kept.at, kept.answered),
+        (at(104), at(104)),
+        "its answer in 11"
+    );
+    assert!(kept.via.is_empty());
+    let c = &mut core.cluster;
+    c.epoch.number = 12;
+    c.epoch.leaders = vec![n0.clone(), n1.clone()];
+    c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+    c.peers.contact.insert(
+        n0.clone(),
+        crate::cluster::Contact {
+            sent: Time::from_micros(104_600_000),
+            epoch: 12,
+            active_sent: Some(Time::from_micros(104_600_000)),
+            view: c.epoch.view,
+            delay_until: None,
+        },
+    );
+    c.home
+        .carried
+        .left(addr(4001), 12, Time::from_micros(n1_moved));
+    (core, name)
+}
+
+/// A carried lock whose owner answers as acting in the next epoch too
+/// follows it there even when this agent moves on before its next tick:
+/// the answers that arrived since the tick are weighed at the move. Its
+/// old owner known to have moved out of 11 at 106.5 s (past 101 s +
+/// about 5.25 s, within 104 s + 5.25 s), the lock follows `n0` in 12;
+/// known only at 109.3 s, it ends `grace` after 104 s.
+#[test]
+fn a_lock_that_followed_the_same_owner_just_before_a_move_is_carried_with_its_answer() {
+    let (mut core, name) =
+        carried_through_the_same_owner_answering_just_before_the_move(106_500_000);
+    core.revoke_where_owner_lapsed(now(106_600_000));
+    assert!(!core.cluster.home.carried.locks.contains_key(&name));
+    core.revoke_where_owner_lapsed(now(109_100_000));
+    assert!(
+        core.holds(&name),
+        "revoked although its owner in 11 vouched for it at 104 s"
+    );
+    let (mut core, name) =
+        carried_through_the_same_owner_answering_just_before_the_move(109_300_000);
+    core.revoke_where_owner_lapsed(now(106_600_000));
+    assert!(core.cluster.home.carried.locks.contains_key(&name));
+    core.revoke_where_owner_lapsed(now(108_900_000));
+    assert!(core.holds(&name));
+    core.revoke_where_owner_lapsed(now(109_000_000));
+    assert!(
+        !core.holds(&name),
+        "kept past what its owner in 11 vouched for"
+    );
+}
