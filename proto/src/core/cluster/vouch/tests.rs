@@ -19,6 +19,25 @@ fn id(port: u16, name: &str) -> Id {
     crate::cluster::ids::make_id(None, 1, Some(addr(port)), 1, name).into()
 }
 
+/// Puts `core` in `epoch` with `leaders`, `answering` among them having
+/// answered as acting there at `answered` µs.
+fn enter_epoch(core: &mut Core, epoch: u64, leaders: [&Id; 2], answering: &Id, answered: u64) {
+    let c = &mut core.cluster;
+    c.epoch.number = epoch;
+    c.epoch.leaders = leaders.map(Id::clone).to_vec();
+    c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+    c.peers.contact.insert(
+        answering.clone(),
+        crate::cluster::Contact {
+            sent: Time::from_micros(answered),
+            epoch,
+            active_sent: Some(Time::from_micros(answered)),
+            view: c.epoch.view,
+            delay_until: None,
+        },
+    );
+}
+
 fn now(us: u64) -> Now {
     Now {
         mono: Time::from_micros(us),
@@ -280,20 +299,8 @@ fn carried_through_another_owner_and_back_answered(
     };
     let via: Vec<(Id, Time)> = kept.via.iter().map(|v| (v.owner.clone(), v.from)).collect();
     assert_eq!(via, [(n0.clone(), from)], "and the owner of 11");
+    enter_epoch(&mut core, 12, [&n1, &n0], &n1, 104_600_000);
     let c = &mut core.cluster;
-    c.epoch.number = 12;
-    c.epoch.leaders = vec![n1.clone(), n0.clone()];
-    c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
-    c.peers.contact.insert(
-        n1.clone(),
-        crate::cluster::Contact {
-            sent: Time::from_micros(104_600_000),
-            epoch: 12,
-            active_sent: Some(Time::from_micros(104_600_000)),
-            view: c.epoch.view,
-            delay_until: None,
-        },
-    );
     c.home
         .carried
         .left(addr(4001), 12, Time::from_micros(104_600_000));
@@ -553,21 +560,10 @@ fn carried_through_the_same_owner_answering_just_before_the_move(
 ) -> (Core, ObjectName) {
     let (mut core, name) = carried_into_a_third_owner(0, 101_000_000);
     let (n0, n1) = (id(4000, "n0"), id(4001, "n1"));
+    enter_epoch(&mut core, 11, [&n1, &n0], &n1, 104_000_000);
     let c = &mut core.cluster;
-    c.epoch.leaders = vec![n1.clone(), n0.clone()];
-    c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
     c.home.carried.left.clear();
     c.peers.contact.remove(&n0);
-    c.peers.contact.insert(
-        n1.clone(),
-        crate::cluster::Contact {
-            sent: at(104),
-            epoch: 11,
-            active_sent: Some(at(104)),
-            view: c.epoch.view,
-            delay_until: None,
-        },
-    );
     // In contact with both leaders of 11 since 104 s.
     c.home.last_ok = Some(at(104));
     core.carry_over(now(104_100_000));
@@ -579,21 +575,9 @@ fn carried_through_the_same_owner_answering_just_before_the_move(
         "its answer in 11"
     );
     assert!(kept.via.is_empty());
-    let c = &mut core.cluster;
-    c.epoch.number = 12;
-    c.epoch.leaders = vec![n0.clone(), n1.clone()];
-    c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
-    c.peers.contact.insert(
-        n0.clone(),
-        crate::cluster::Contact {
-            sent: Time::from_micros(104_600_000),
-            epoch: 12,
-            active_sent: Some(Time::from_micros(104_600_000)),
-            view: c.epoch.view,
-            delay_until: None,
-        },
-    );
-    c.home
+    enter_epoch(&mut core, 12, [&n0, &n1], &n0, 104_600_000);
+    core.cluster
+        .home
         .carried
         .left(addr(4001), 12, Time::from_micros(n1_moved));
     (core, name)
