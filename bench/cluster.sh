@@ -36,7 +36,10 @@
 # three (floor-direct: every client at its name's owner; floor-owner:
 # snaplock's messages, docs/cluster.md "Granting"), with no state, time or
 # check. What they reach is what processes, sockets and wakeups alone allow
-# on this machine (bench/RESULTS.md "The floor").
+# on this machine (bench/RESULTS.md "The floor"). floor-strict is
+# floor-owner plus the per-grant work every correct agent does (checked
+# requests, keys, tables at home, owner and follower, timers, the whole
+# LOCKED; bench/floor/src/strict.rs). floor-* runs only distinct names.
 #
 # Each round starts every system afresh, runs its workloads once and stops
 # it, so the systems take turns and drift of the machine hits all of them
@@ -110,7 +113,7 @@ needs() { # needs SYSTEM: fails early when its programs are missing
     redis) command -v redis-server >/dev/null && command -v redis-cli >/dev/null ;;
     etcd) command -v etcd >/dev/null && command -v etcdctl >/dev/null && [ -f "$peers/lockbench.py" ] ;;
     zookeeper) command -v java >/dev/null && [ -f /usr/share/java/zookeeper.jar ] && [ -f "$peers/lockbench.py" ] ;;
-    snaplock | floor-direct | floor-owner | floor-home) true ;;
+    snaplock | floor-direct | floor-owner | floor-home | floor-strict) true ;;
     *) false ;;
     esac || die "$1: missing programs (bench/cluster.sh install, or see bench/RESULTS.md)"
 }
@@ -339,7 +342,7 @@ run_system() { # run_system SYSTEM ROUND
         for spec in $WORKLOADS; do
             lockgen_run "$label" "$round" "${spec%%:*}" "${spec##*:}" --backend line --socket "$socks" --wait "$WAIT"
         done ;;
-    floor-direct | floor-owner | floor-home)
+    floor-direct | floor-owner | floor-home | floor-strict)
         start_floor "${sys#floor-}" || { stop_all; return 1; }
         warm timeout 60 "$LOCKGEN" --backend line --socket "$FLOOR_SOCKS" --workload distinct --clients 4 --duration 2
         for spec in $WORKLOADS; do

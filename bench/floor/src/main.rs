@@ -45,6 +45,7 @@ use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 
 mod local;
+mod strict;
 
 const CLIENTS: Token = Token(0);
 const PEERS: Token = Token(1);
@@ -152,8 +153,8 @@ fn main() {
     if args.len() == 3 && args[1] == "local" {
         return local::run(&args[2]);
     }
-    if args.len() != 5 || !matches!(args[1].as_str(), "direct" | "owner" | "home") {
-        eprintln!("usage: snaplock-floor direct|owner|home INDEX SOCKET PORT0,PORT1,PORT2");
+    if args.len() != 5 || !matches!(args[1].as_str(), "direct" | "owner" | "home" | "strict") {
+        eprintln!("usage: snaplock-floor direct|owner|home|strict INDEX SOCKET PORT0,PORT1,PORT2");
         eprintln!("       snaplock-floor local SOCKET");
         std::process::exit(2);
     }
@@ -205,6 +206,10 @@ fn main() {
         links.push(Some(c));
     }
     let follower = (me + 1) % n;
+    let mut strict = (args[1] == "strict").then(|| strict::Strict::new(me));
+    // `strict` reads as the agent does (`Conn::fill_from`): no read only
+    // to hear EAGAIN.
+    let mut rbuf = vec![0u8; 65536];
 
     let mut inbound: HashMap<usize, Conn<TcpStream>> = HashMap::new();
     let mut clients: HashMap<usize, Conn<UnixStream>> = HashMap::new();
@@ -216,19 +221,25 @@ fn main() {
     let mut events = Events::with_capacity(1024);
     let mut inb: Vec<u8> = Vec::new();
 
-    // Appends `X HOME REQ OWNER` to the link to `to`.
+    // Appends `X HOME REQ OWNER` to the link to `to`, and in `strict`
+    // ` NAME FENCE EPOCH` (the name's digest; one epoch).
     fn say(
         links: &mut [Option<Conn<TcpStream>>],
         to: usize,
         x: u8,
-        home: usize,
-        req: u64,
-        owner: usize,
+        (home, req, owner): (usize, u64, usize),
+        strict: Option<(u64, u64)>,
     ) {
         let c = links[to].as_mut().expect("a link to another process");
         c.out.push(x);
-        c.out
-            .extend_from_slice(format!(" {home} {req} {owner}\n").as_bytes());
+        match strict {
+            None => c
+                .out
+                .extend_from_slice(format!(" {home} {req} {owner}\n").as_bytes()),
+            Some((name, fence)) => c
+                .out
+                .extend_from_slice(format!(" {home} {req} {owner} {name} {fence} 1\n").as_bytes()),
+        }
     }
 
     loop {
@@ -236,6 +247,9 @@ fn main() {
         let again = links.iter().flatten().any(|c| c.dirty) || !dirty_clients.is_empty();
         poll.poll(&mut events, again.then_some(Duration::ZERO))
             .expect("poll");
+        if let Some(st) = strict.as_mut() {
+            st.tick();
+        }
         for ev in events.iter() {
             match ev.token() {
                 CLIENTS => {
@@ -265,7 +279,11 @@ fn main() {
                     let Some(conn) = inbound.get_mut(&t) else {
                         continue;
                     };
-                    let open = conn.fill();
+                    let open = if strict.is_some() {
+                        conn.fill_from(&mut rbuf)
+                    } else {
+                        conn.fill()
+                    };
                     std::mem::swap(&mut inb, &mut conn.inb);
                     if !open {
                         let mut c = inbound.remove(&t).unwrap();
@@ -279,44 +297,91 @@ fn main() {
                             f[2].parse().unwrap(),
                             f[3].parse().unwrap(),
                         );
-                        let mut grant = |req: u64| {
+                        let m = (home, req, owner);
+                        // `strict`: the name's digest and the fence, and the epoch
+                        // each message is checked against.
+                        let st = strict.as_mut().map(|st| {
+                            let (name, fence): (u64, u64) =
+                                (f[4].parse().unwrap(), f[5].parse().unwrap());
+                            assert_eq!(f[6].parse::<u64>().unwrap(), 1, "another epoch");
+                            (st, name, fence)
+                        });
+                        let mut grant = |req: u64, st: Option<&mut strict::Strict>, f: u64| {
                             let Some((c, object, tag, _)) = reqs.get(&req) else {
                                 return;
                             };
                             if let Some(conn) = clients.get_mut(c) {
                                 fence += 1;
-                                conn.out.extend_from_slice(b"LOCKED fence=");
-                                conn.out.extend_from_slice(fence.to_string().as_bytes());
-                                conn.out.extend_from_slice(b";object_name=");
-                                conn.out.extend_from_slice(object);
-                                conn.out.extend_from_slice(b";tag=");
-                                conn.out.extend_from_slice(tag);
-                                conn.out.push(b'\n');
+                                let out = &mut conn.out;
+                                out.extend_from_slice(b"LOCKED fence=");
+                                let until = match st {
+                                    None => {
+                                        out.extend_from_slice(fence.to_string().as_bytes());
+                                        out.push(b';');
+                                        None
+                                    }
+                                    Some(st) => {
+                                        out.extend_from_slice(f.to_string().as_bytes());
+                                        out.push(b';');
+                                        st.granted(req, out)
+                                    }
+                                };
+                                out.extend_from_slice(b"object_name=");
+                                out.extend_from_slice(object);
+                                out.extend_from_slice(b";tag=");
+                                out.extend_from_slice(tag);
+                                if let Some(t) = until {
+                                    out.extend_from_slice(format!(";timeout_date={t:.3}").as_bytes());
+                                }
+                                out.push(b'\n');
                                 if !conn.dirty {
                                     conn.dirty = true;
                                     dirty_clients.push(*c);
                                 }
                             }
                         };
-                        match x {
+                        match (x, st) {
                             // owner: a home's request; it asks the home's vote
-                            "L" => say(&mut links, home, b'A', home, req, owner),
+                            ("L", None) => say(&mut links, home, b'A', m, None),
+                            ("L", Some((st, name, _))) => {
+                                if let Some(f) = st.order(name, home, req) {
+                                    say(&mut links, home, b'A', m, Some((name, f)))
+                                }
+                            }
                             // the home, asked for its vote, holds a majority
-                            "A" if home_votes && home == me => {
-                                grant(req);
-                                say(&mut links, owner, b'V', home, req, owner)
+                            ("A", None) if home_votes && home == me => {
+                                grant(req, None, 0);
+                                say(&mut links, owner, b'V', m, None)
                             }
                             // follower (the home, or the owner's next): its vote
-                            "A" => say(&mut links, owner, b'V', home, req, owner),
+                            ("A", None) => say(&mut links, owner, b'V', m, None),
+                            ("A", Some((st, name, f))) => {
+                                if st.vote(name, home, req, f) {
+                                    say(&mut links, owner, b'V', m, Some((name, f)))
+                                }
+                            }
                             // owner: the majority is there
-                            "V" if home == me => grant(req),
-                            "V" if home_votes => {}
-                            "V" => say(&mut links, home, b'G', home, req, owner),
+                            ("V", st) if home == me => match st {
+                                None => grant(req, None, 0),
+                                Some((st, _, f)) => grant(req, Some(st), f),
+                            },
+                            ("V", None) if home_votes => {}
+                            ("V", st) => {
+                                let nf = st.map(|(_, name, f)| (name, f));
+                                say(&mut links, home, b'G', m, nf)
+                            }
                             // home: granted
-                            "G" => grant(req),
+                            ("G", None) => grant(req, None, 0),
+                            ("G", Some((st, _, f))) => grant(req, Some(st), f),
                             // owner: released; the follower (the home) drops its vote
-                            "U" if home_votes => {}
-                            "U" => say(&mut links, home, b'D', home, req, owner),
+                            ("U", None) if home_votes => {}
+                            ("U", None) => say(&mut links, home, b'D', m, None),
+                            ("U", Some((st, name, f))) => {
+                                st.unorder(name, home, req);
+                                say(&mut links, home, b'D', m, Some((name, f)))
+                            }
+                            // follower: the vote dropped
+                            ("D", Some((st, name, _))) => st.unvote(name, home, req),
                             _ => {}
                         }
                     });
@@ -329,19 +394,70 @@ fn main() {
                     let Some(conn) = clients.get_mut(&c) else {
                         continue;
                     };
-                    let open = conn.fill() && conn.inb.len() <= MAX_LINE * 64;
+                    let filled = if strict.is_some() {
+                        conn.fill_from(&mut rbuf)
+                    } else {
+                        conn.fill()
+                    };
+                    let open = filled && conn.inb.len() <= MAX_LINE * 64;
                     let (inb, out) = (&mut conn.inb, &mut conn.out);
                     lines(inb, |l| {
+                        if let Some(st) = strict.as_mut() {
+                            let lock = l.starts_with(b"LOCK ");
+                            if !lock && !l.starts_with(b"UNLOCK ") {
+                                return;
+                            }
+                            let params = &l[l.iter().position(|&b| b == b' ').unwrap() + 1..];
+                            let Some(r) = strict::read(params, st.wall, lock) else {
+                                return;
+                            };
+                            let name = strict::digest(r.object);
+                            let owner = (name % n as u64) as usize;
+                            if lock {
+                                let req = next_req;
+                                next_req += 1;
+                                if !st.submit(&r, req) {
+                                    return;
+                                }
+                                let m = (me, req, owner);
+                                if owner == me {
+                                    if let Some(f) = st.order(name, me, req) {
+                                        say(&mut links, follower, b'A', m, Some((name, f)));
+                                    }
+                                } else {
+                                    say(&mut links, owner, b'L', m, Some((name, 0)));
+                                }
+                                reqs.insert(req, (c, r.object.to_vec(), r.tag.to_vec(), owner));
+                                return;
+                            }
+                            if let Some(req) = st.release(r.object, r.pid) {
+                                reqs.remove(&req);
+                                let m = (me, req, owner);
+                                if owner == me {
+                                    st.unorder(name, me, req);
+                                    say(&mut links, follower, b'D', m, Some((name, 0)));
+                                } else {
+                                    say(&mut links, owner, b'U', m, Some((name, 0)));
+                                }
+                            }
+                            out.extend_from_slice(b"UNLOCKED object_name=");
+                            out.extend_from_slice(r.object);
+                            out.extend_from_slice(b";tag=");
+                            out.extend_from_slice(r.tag);
+                            out.push(b'\n');
+                            return;
+                        }
                         let object = param(l, b"object_name").unwrap_or_default().to_vec();
                         let tag = param(l, b"tag").unwrap_or_default().to_vec();
                         let owner = if by_owner { owner_of(&object, n) } else { me };
                         if l.starts_with(b"LOCK ") {
                             let req = next_req;
                             next_req += 1;
+                            let m = (me, req, owner);
                             if owner == me {
-                                say(&mut links, follower, b'A', me, req, me);
+                                say(&mut links, follower, b'A', m, None);
                             } else {
-                                say(&mut links, owner, b'L', me, req, owner);
+                                say(&mut links, owner, b'L', m, None);
                             }
                             reqs.insert(req, (c, object, tag, owner));
                         } else if l.starts_with(b"UNLOCK ") {
@@ -351,10 +467,11 @@ fn main() {
                                 .map(|(r, _)| *r);
                             if let Some(req) = req {
                                 reqs.remove(&req);
+                                let m = (me, req, owner);
                                 if owner == me {
-                                    say(&mut links, follower, b'D', me, req, me);
+                                    say(&mut links, follower, b'D', m, None);
                                 } else {
-                                    say(&mut links, owner, b'U', me, req, owner);
+                                    say(&mut links, owner, b'U', m, None);
                                 }
                             }
                             out.extend_from_slice(b"UNLOCKED object_name=");
