@@ -135,7 +135,11 @@ pub const R1_FIXED: [(u64, &str); 34] = [
 
 /// Seeds that once broke a property, each with what it found; they must
 /// stay clean.
-pub const FIXED: [(u64, &str); 46] = [
+pub const FIXED: [(u64, &str); 47] = [
+    (
+        20262,
+        "S1: a try request for a shared lock on hot1 reached its owner n3 while n3 was not answered by a quorum; n3 asked the home n0 for its vote and, in the same turn, refused the request as unavailable and dropped the ticket; n0, a leader that delivers on its own vote, had voted yes and delivered the grant, then dropped its vote on the DROPTICKET and voted for an exclusive request on hot1 while its client still held the shared lock. An owner no longer refuses a try request whose vote it asked of a home that delivers on its own vote: the home's answer decides",
+    ),
     (
         3056,
         "L5: the owner n3 of hot2 took, from the only old leader that reported, a lock of its own clients (n3 its home) whose release that leader had missed behind a cut; n3's own late report held a lock the incomplete state did not know, so n3 did not count itself, and revoked that lock; the other leaders counted the report, so nothing made n3 report again, and the inherited ticket its home no longer had blocked hot2 for good. A leader whose own table does not count it now reports again, as it does when another leader does not",

@@ -302,11 +302,19 @@ impl Core {
     /// when a ticket ahead holds (or is being granted, or may hold from
     /// the previous epoch), `unavailable` when nothing can be granted
     /// now (the lock-delay runs, or this owner does not act).
+    ///
+    /// A ticket whose vote was asked of a home that delivers the grant on
+    /// its own yes vote is not refused: that home may hold it already, and
+    /// its owner leaves such a fence only by granting it or on the home's
+    /// own refusal (docs/cluster.md, "The home's own vote"). Its answer
+    /// decides: a yes vote delivered the grant, a refusal leaves the
+    /// ticket waiting.
     fn refuse_if_busy(&mut self, now: Now, object: &[u8], home: &Id, req: u64, try_once: bool) {
         if !try_once {
             return;
         }
         let acting = self.cluster.acting(now.mono);
+        let home_grants = self.home_grants(home);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let state = l
             .objects
@@ -320,6 +328,11 @@ impl Core {
                 Some(("unavailable", super::status::lock_delay_reason(delay)))
             }
             Some(LeaderState::Waiting) => Some(("busy", "the object is locked".to_owned())),
+            Some(LeaderState::Activating { ballot, .. })
+                if home_grants.is_some_and(|h| ballot.asked & 1 << h != 0) =>
+            {
+                None
+            }
             Some(LeaderState::Activating { .. }) if !acting => Some((
                 "unavailable",
                 format!(
@@ -528,6 +541,20 @@ impl Core {
         self.try_grant(now, &name, &home, at.req);
     }
 
+    /// The index among the leaders of `home`, when it delivers a grant on
+    /// its own yes vote: another leader, whose vote is the majority's last
+    /// (at most three leaders), and whose `LOCKSTARTED` said `home_grant=1`.
+    fn home_grants(&self, home: &Id) -> Option<usize> {
+        let c = &self.cluster;
+        (**home != *c.me && c.leader_majority() <= 2)
+            .then(|| c.epoch.leaders.iter().position(|l| l == home))
+            .flatten()
+            .filter(|_| {
+                let link = c.peers.link_of(home).and_then(|p| c.peers.links.get(&p));
+                link.is_some_and(|k| k.home_grant)
+            })
+    }
+
     /// Grants a ticket once a majority of leaders (the same for all of its
     /// steps: each vote acknowledges the ticket's ADDTICKET too) voted for
     /// it, while this leader is acting.
@@ -539,14 +566,7 @@ impl Core {
         let epoch = self.cluster.epoch.number;
         // The home's own yes vote makes the majority, and it says it then
         // delivers the grant itself (`home_grant`): no `LOCKED` to send.
-        let c = &self.cluster;
-        let home_grants = (**home != *c.me && majority <= 2)
-            .then(|| c.epoch.leaders.iter().position(|l| l == home))
-            .flatten()
-            .filter(|_| {
-                let link = c.peers.link_of(home).and_then(|p| c.peers.links.get(&p));
-                link.is_some_and(|k| k.home_grant)
-            });
+        let home_grants = self.home_grants(home);
         let l = self.cluster.leader.table.as_mut().expect("leader");
         let Some(o) = l.objects.get_mut(&**name) else {
             return;
