@@ -331,7 +331,9 @@ fn main() {
                                 out.extend_from_slice(b";tag=");
                                 out.extend_from_slice(tag);
                                 if let Some(t) = until {
-                                    out.extend_from_slice(format!(";timeout_date={t:.3}").as_bytes());
+                                    out.extend_from_slice(
+                                        format!(";timeout_date={t:.3}").as_bytes(),
+                                    );
                                 }
                                 out.push(b'\n');
                                 if !conn.dirty {
@@ -356,6 +358,7 @@ fn main() {
                             // follower (the home, or the owner's next): its vote
                             ("A", None) => say(&mut links, owner, b'V', m, None),
                             ("A", Some((st, name, f))) => {
+                                // (a guard cannot borrow `st` mutably)
                                 if st.vote(name, home, req, f) {
                                     say(&mut links, owner, b'V', m, Some((name, f)))
                                 }

@@ -112,9 +112,11 @@ pub(crate) struct Strict {
     start: Instant,
     /// The next slot to expire.
     next_slot: u64,
-    pub now: Instant,
+    now: Instant,
     pub wall: f64,
-    pub expired: u64,
+    /// Deadlines and leases that ran out (an agent would answer them;
+    /// the runs have none).
+    expired: u64,
 }
 
 impl Strict {
@@ -147,8 +149,6 @@ impl Strict {
             let slot = &mut self.wheel[(self.next_slot as usize) % SLOTS];
             for req in slot.drain(..) {
                 if self.reqs.contains_key(&req) {
-                    // A deadline or a lease that ran out: an agent would
-                    // answer it; here, counted (the runs have none).
                     self.expired += 1;
                 }
             }
@@ -216,10 +216,12 @@ impl Strict {
 
     /// Owner: the release of `req` on `name`.
     pub(crate) fn unorder(&mut self, name: u64, home: usize, req: u64) {
-        if let Some(o) = self.owned.get_mut(&name) {
-            if o.grant == Some((home, req)) {
-                o.grant = None;
-            }
+        if let Some(o) = self
+            .owned
+            .get_mut(&name)
+            .filter(|o| o.grant == Some((home, req)))
+        {
+            o.grant = None;
         }
     }
 
@@ -237,7 +239,11 @@ impl Strict {
 
     /// Follower: the vote for `req` of `home` on `name` dropped.
     pub(crate) fn unvote(&mut self, name: u64, home: usize, req: u64) {
-        if self.votes.get(&name).is_some_and(|&(h, r, _)| (h, r) == (home, req)) {
+        if self
+            .votes
+            .get(&name)
+            .is_some_and(|&(h, r, _)| (h, r) == (home, req))
+        {
             self.votes.remove(&name);
         }
     }
