@@ -46,6 +46,11 @@ pub(crate) struct LeaderTicket {
     /// Owner: the leaders that have this ticket from it (its ADDTICKET, or
     /// the epoch's state); bit i = leader i. Its DROPTICKET goes to them.
     pub has_ticket: u8,
+    /// Owner: a `try=true` request. Refused (`busy`, or `unavailable`
+    /// while the owner does not act) once a home that delivers on its own
+    /// vote refused it, rather than left to wait for a retry its client
+    /// does not want.
+    pub try_once: bool,
     /// Owner: when this epoch granted it, µs of [`Time`] (`LISTTICKETS`
     /// says since when a lock is held; 8 bytes, not 16, on every ticket
     /// of a million); `None` while waiting, and for an inherited lock,
@@ -259,6 +264,7 @@ impl LeaderTable {
                     kind: t.kind,
                     state: LeaderState::Inherited { fence: t.fence },
                     has_ticket: all,
+                    try_once: false,
                     since: None,
                 },
             ));
@@ -420,6 +426,7 @@ mod tests {
             },
             state: LeaderState::Held { fence: number },
             has_ticket: 0,
+            try_once: false,
             since: None,
         }
     }

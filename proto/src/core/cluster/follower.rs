@@ -43,6 +43,7 @@ impl Core {
             home: home.clone(),
             req,
             has_ticket: 0,
+            try_once: false,
             since: None,
         };
         self.cluster

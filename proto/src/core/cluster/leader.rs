@@ -236,8 +236,9 @@ impl Core {
                         // and one of this epoch's must (S6).
                         let o = l.objects.get_mut(object).expect("exists");
                         o.tickets[pos].state = LeaderState::Waiting;
+                        o.tickets[pos].try_once = try_once;
                         self.evaluate(now, &name);
-                        self.refuse_if_busy(now, object, home, req, try_once);
+                        self.refuse_if_busy(now, object, home, req, try_once, false);
                     }
                     LeaderState::Waiting | LeaderState::Activating { .. } => {}
                 }
@@ -270,6 +271,7 @@ impl Core {
                 kind,
                 state: LeaderState::Waiting,
                 has_ticket,
+                try_once,
                 since: None,
             },
         );
@@ -294,7 +296,7 @@ impl Core {
         }
         self.evaluate(now, &name);
         self.flush_add();
-        self.refuse_if_busy(now, object, home, req, try_once);
+        self.refuse_if_busy(now, object, home, req, try_once, false);
         Ok(())
     }
 
@@ -307,9 +309,22 @@ impl Core {
     /// its own yes vote is not refused: that home may hold it already, and
     /// its owner leaves such a fence only by granting it or on the home's
     /// own refusal (docs/cluster.md, "The home's own vote"). Its answer
-    /// decides: a yes vote delivered the grant, a refusal leaves the
-    /// ticket waiting.
-    fn refuse_if_busy(&mut self, now: Now, object: &[u8], home: &Id, req: u64, try_once: bool) {
+    /// decides: a yes vote delivered the grant; after a refusal the
+    /// ticket is judged as any other (called again from `owner_voted`),
+    /// so a try request is not left waiting for a retry.
+    ///
+    /// `voted`: called on a refused vote. A ticket waiting then waits for
+    /// a retry, not behind a holder: refused only while this owner does
+    /// not act (`unavailable`), never as `busy`.
+    fn refuse_if_busy(
+        &mut self,
+        now: Now,
+        object: &[u8],
+        home: &Id,
+        req: u64,
+        try_once: bool,
+        voted: bool,
+    ) {
         if !try_once {
             return;
         }
@@ -323,23 +338,27 @@ impl Core {
         let delay = l
             .delay_until
             .map_or(std::time::Duration::ZERO, |d| d.saturating_since(now.mono));
+        let no_quorum = || {
+            format!(
+                "no quorum: the owner {} is not answered by a quorum",
+                self.cluster.name
+            )
+        };
         let refusal = match state {
             Some(LeaderState::Waiting) if !delay.is_zero() => {
                 Some(("unavailable", super::status::lock_delay_reason(delay)))
             }
+            Some(LeaderState::Waiting) if voted && !acting => Some(("unavailable", no_quorum())),
+            Some(LeaderState::Waiting) if voted => None,
             Some(LeaderState::Waiting) => Some(("busy", "the object is locked".to_owned())),
             Some(LeaderState::Activating { ballot, .. })
-                if home_grants.is_some_and(|h| ballot.asked & 1 << h != 0) =>
+                if home_grants.is_some_and(|h| {
+                    ballot.asked & 1 << h != 0 && ballot.refused & 1 << h == 0
+                }) =>
             {
                 None
             }
-            Some(LeaderState::Activating { .. }) if !acting => Some((
-                "unavailable",
-                format!(
-                    "no quorum: the owner {} is not answered by a quorum",
-                    self.cluster.name
-                ),
-            )),
+            Some(LeaderState::Activating { .. }) if !acting => Some(("unavailable", no_quorum())),
             _ => None,
         };
         if let Some((error, why)) = refusal {
@@ -539,6 +558,16 @@ impl Core {
             }
         }
         self.try_grant(now, &name, &home, at.req);
+        if !ok {
+            // A try request refused by a follower: refused now if that
+            // settles it (see `refuse_if_busy`), not left to a retry.
+            let try_once = (self.cluster.leader.table.as_ref())
+                .and_then(|l| l.objects.get(&*name))
+                .and_then(|o| o.find(&home, at.req).map(|p| o.tickets[p].try_once));
+            if try_once == Some(true) {
+                self.refuse_if_busy(now, &name, &home, at.req, true, true);
+            }
+        }
     }
 
     /// The index among the leaders of `home`, when it delivers a grant on
@@ -785,3 +814,6 @@ impl Core {
         self.evaluate(now, name);
     }
 }
+
+#[cfg(test)]
+mod tests;

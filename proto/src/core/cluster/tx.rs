@@ -297,6 +297,7 @@ impl Core {
                     kind: var_kind(*dup),
                     state: LeaderState::Waiting,
                     has_ticket: first,
+                    try_once: false,
                     since: None,
                 },
             );

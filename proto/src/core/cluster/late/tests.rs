@@ -47,6 +47,7 @@ fn owner() -> (Core, Id, ObjectName) {
             kind: Kind::EXCLUSIVE,
             state: LeaderState::Inherited { fence: 7 },
             has_ticket: 0,
+            try_once: false,
             since: None,
         },
     );

@@ -1,0 +1,169 @@
+//! The unit tests of the owner's side of a grant (`super`): what becomes
+//! of a `try=true` request whose home delivers on its own vote.
+
+use std::net::SocketAddr;
+
+use crate::cluster::Id;
+use crate::cluster::links::Link;
+use crate::cluster::ltable::{LeaderState, LeaderTable};
+use crate::cluster::msg::Lock;
+use crate::time::{Now, Time, UnixTime};
+use crate::vocab::{Kind, PeerId};
+
+use super::*;
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn now(ms: u64) -> Now {
+    Now {
+        mono: Time::from_micros(ms * 1000),
+        wall: UnixTime(1_700_000_000_000_000 + ms * 1000),
+    }
+}
+
+/// This agent `n0`, the first of three leaders (`n0`, `n1`, `n2`) of epoch
+/// 10, ready, linked to both others; `n1` delivers a grant on its own yes
+/// vote (`home_grant`). Nobody answered a ping yet, so it does not act.
+/// Returns the core, `n1` and a name this agent owns.
+fn owner() -> (Core, Id, ObjectName) {
+    let mut config = crate::core::Config::default();
+    config.cluster.listen = Some(addr(4000));
+    config.cluster.neighbors = vec![addr(4001), addr(4002)];
+    let mut core = Core::new(config, now(1));
+    let n1: Id = crate::cluster::ids::make_id(None, 1, Some(addr(4001)), 1, "n1").into();
+    let n2: Id = crate::cluster::ids::make_id(None, 1, Some(addr(4002)), 1, "n2").into();
+    let c = &mut core.cluster;
+    c.epoch.number = 10;
+    c.epoch.leaders = vec![c.me.clone(), n1.clone(), n2.clone()];
+    c.epoch.view = crate::cluster::view_of(&c.epoch.leaders);
+    let mut table = LeaderTable::new();
+    table.ready = true;
+    c.leader.table = Some(table);
+    for (peer, (id, name, port)) in [(&n1, "n1", 4001), (&n2, "n2", 4002)]
+        .into_iter()
+        .enumerate()
+    {
+        c.peers.links.insert(
+            PeerId(peer as u64 + 1),
+            Link {
+                id: Some(id.clone()),
+                home_grant: true,
+                ..Link::new(name.to_owned(), addr(port), Time::ZERO)
+            },
+        );
+    }
+    let name = (0u32..)
+        .map(|i| ObjectName::from(format!("o{i}").as_bytes()))
+        .find(|n| core.owner_of(n).as_ref() == Some(&core.cluster.me))
+        .expect("a name this agent owns");
+    assert!(!core.cluster.acting(now(2).mono));
+    (core, n1, name)
+}
+
+/// The commands of the lines sent on link `peer`.
+fn sent(core: &mut Core, peer: u64) -> Vec<String> {
+    let mut said = Vec::new();
+    while let Some(out) = core.poll_output() {
+        if let crate::core::Output::PeerSend { peer: p, line } = out {
+            if p == PeerId(peer) {
+                said.push(
+                    crate::wire::parse_line(&line)
+                        .expect("a line")
+                        .command
+                        .to_string(),
+                );
+            }
+        }
+    }
+    said
+}
+
+/// `n1`'s request 5 on `name`, `try=true`, and the fence its vote was asked
+/// for (which the owner must not leave unless `n1` refuses it).
+fn try_from_home(core: &mut Core, home: &Id, name: &ObjectName) -> u64 {
+    let lock = Lock {
+        epoch: 10,
+        object: name.to_vec(),
+        req: 5,
+        key: "n1/5".to_owned(),
+        kind: Kind::EXCLUSIVE,
+        try_once: true,
+        progress: false,
+    };
+    core.owner_lock(now(2), home, lock).expect("owned here");
+    let said = sent(core, 1);
+    assert!(!said.iter().any(|c| c == "LOCKFAILED"), "{said:?}");
+    let l = core.cluster.leader.table.as_ref().unwrap();
+    let o = &l.objects[name];
+    match o.tickets[o.find(home, 5).expect("kept")].state {
+        LeaderState::Activating { fence, ballot } => {
+            assert_ne!(ballot.asked & 0b010, 0, "the home's vote asked");
+            fence
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_try_request_the_home_refused_its_vote_is_refused_at_once_without_a_quorum() {
+    let (mut core, home, name) = owner();
+    let fence = try_from_home(&mut core, &home, &name);
+    let at = core.ticket_at(&name, &home, 5);
+    core.owner_voted(now(3), &home, at, fence, false, None);
+    assert_eq!(sent(&mut core, 1), vec!["DROPTICKET", "LOCKFAILED"]);
+    let l = core.cluster.leader.table.as_ref().unwrap();
+    assert!(
+        l.objects
+            .get(&name)
+            .is_none_or(|o| o.find(&home, 5).is_none()),
+        "its ticket is dropped"
+    );
+}
+
+#[test]
+fn a_try_request_the_home_voted_for_stays_the_homes_grant() {
+    let (mut core, home, name) = owner();
+    let fence = try_from_home(&mut core, &home, &name);
+    let at = core.ticket_at(&name, &home, 5);
+    core.owner_voted(now(3), &home, at, fence, true, None);
+    // The home holds it on its own vote: nothing refuses it here.
+    let said = sent(&mut core, 1);
+    assert!(!said.iter().any(|c| c == "LOCKFAILED"), "{said:?}");
+    let l = core.cluster.leader.table.as_ref().unwrap();
+    let o = &l.objects[&name];
+    assert!(o.find(&home, 5).is_some(), "kept");
+}
+
+#[test]
+fn a_try_request_refused_by_every_follower_of_an_acting_owner_waits_for_its_retry() {
+    let (mut core, home, name) = owner();
+    let n2 = core.cluster.epoch.leaders[2].clone();
+    let c = &mut core.cluster;
+    c.peers.contact.insert(
+        home.clone(),
+        crate::cluster::Contact {
+            sent: now(2).mono,
+            epoch: 10,
+            active_sent: Some(now(2).mono),
+            view: c.epoch.view,
+            delay_until: None,
+        },
+    );
+    assert!(core.cluster.acting(now(3).mono));
+    let fence = try_from_home(&mut core, &home, &name);
+    for from in [&home, &n2] {
+        let at = core.ticket_at(&name, &home, 5);
+        core.owner_voted(now(3), from, at, fence, false, None);
+    }
+    // Refusals with no holder here are stale votes, not a holder: no
+    // `busy`, and the ticket waits for the retry of the next tick.
+    let said = sent(&mut core, 1);
+    assert!(!said.iter().any(|c| c == "LOCKFAILED"), "{said:?}");
+    let l = core.cluster.leader.table.as_ref().unwrap();
+    let o = &l.objects[&name];
+    let t = &o.tickets[o.find(&home, 5).expect("kept")];
+    assert!(matches!(t.state, LeaderState::Waiting), "{:?}", t.state);
+    assert!(l.retry.contains(&name));
+}
