@@ -305,8 +305,10 @@ impl Core {
     /// the previous epoch), `unavailable` when nothing can be granted
     /// now (the lock-delay runs, or this owner does not act).
     ///
-    /// A ticket whose vote was asked of a home that delivers the grant on
-    /// its own yes vote is not refused: that home may hold it already, and
+    /// A ticket whose vote was asked of a home that may deliver the grant
+    /// on its own yes vote ([`Core::home_may_grant`]: whatever its link
+    /// says now, for the link may have gone down since, the answer with
+    /// it) is not refused: that home may hold it already, and
     /// its owner leaves such a fence only by granting it or on the home's
     /// own refusal (docs/cluster.md, "The home's own vote"). Its answer
     /// decides: a yes vote delivered the grant; after a refusal the
@@ -329,7 +331,7 @@ impl Core {
             return;
         }
         let acting = self.cluster.acting(now.mono);
-        let home_grants = self.home_grants(home);
+        let home_may_grant = self.home_may_grant(home);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let state = l
             .objects
@@ -352,7 +354,7 @@ impl Core {
             Some(LeaderState::Waiting) if voted => None,
             Some(LeaderState::Waiting) => Some(("busy", "the object is locked".to_owned())),
             Some(LeaderState::Activating { ballot, .. })
-                if home_grants.is_some_and(|h| {
+                if home_may_grant.is_some_and(|h| {
                     ballot.asked & 1 << h != 0 && ballot.refused & 1 << h == 0
                 }) =>
             {
@@ -571,17 +573,28 @@ impl Core {
     }
 
     /// The index among the leaders of `home`, when it delivers a grant on
-    /// its own yes vote: another leader, whose vote is the majority's last
-    /// (at most three leaders), and whose `LOCKSTARTED` said `home_grant=1`.
+    /// its own yes vote: [`Core::home_may_grant`], and its `LOCKSTARTED`
+    /// said `home_grant=1`.
     fn home_grants(&self, home: &Id) -> Option<usize> {
+        let c = &self.cluster;
+        self.home_may_grant(home).filter(|_| {
+            let link = c.peers.link_of(home).and_then(|p| c.peers.links.get(&p));
+            link.is_some_and(|k| k.home_grant)
+        })
+    }
+
+    /// The index among the leaders of `home`, when it may deliver a grant
+    /// on its own yes vote: another leader, whose vote is the majority's
+    /// last (at most three leaders). Whether it does is its link's to say
+    /// ([`Core::home_grants`]); an owner deciding whether it may leave a
+    /// fence it asked that home for asks only this, which a link that
+    /// went down (taking the answer with it) or came up again does not
+    /// change.
+    fn home_may_grant(&self, home: &Id) -> Option<usize> {
         let c = &self.cluster;
         (**home != *c.me && c.leader_majority() <= 2)
             .then(|| c.epoch.leaders.iter().position(|l| l == home))
             .flatten()
-            .filter(|_| {
-                let link = c.peers.link_of(home).and_then(|p| c.peers.links.get(&p));
-                link.is_some_and(|k| k.home_grant)
-            })
     }
 
     /// Grants a ticket once a majority of leaders (the same for all of its

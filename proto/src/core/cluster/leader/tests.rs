@@ -122,18 +122,47 @@ fn a_try_request_the_home_refused_its_vote_is_refused_at_once_without_a_quorum()
     );
 }
 
-#[test]
-fn a_try_request_the_home_voted_for_stays_the_homes_grant() {
-    let (mut core, home, name) = owner();
-    let fence = try_from_home(&mut core, &home, &name);
-    let at = core.ticket_at(&name, &home, 5);
-    core.owner_voted(now(3), &home, at, fence, true, None);
-    // The home holds it on its own vote: nothing refuses it here.
-    let said = sent(&mut core, 1);
-    assert!(!said.iter().any(|c| c == "LOCKFAILED"), "{said:?}");
+/// Whether `home`'s request 5 on `name` still has its ticket here.
+fn kept(core: &Core, home: &Id, name: &ObjectName) -> bool {
     let l = core.cluster.leader.table.as_ref().unwrap();
-    let o = &l.objects[&name];
-    assert!(o.find(&home, 5).is_some(), "kept");
+    l.objects
+        .get(name)
+        .is_some_and(|o| o.find(home, 5).is_some())
+}
+
+/// The home voted yes (so it holds the lock), or its answer is still out;
+/// then `n2`, asked too, refuses, with the home's link up or down (the
+/// answer lost with it): the owner, not acting, must keep the ticket.
+fn n2_refuses_after_the_home(home_voted: bool, link_down: bool) -> bool {
+    let (mut core, home, name) = owner();
+    let n2 = core.cluster.epoch.leaders[2].clone();
+    let fence = try_from_home(&mut core, &home, &name);
+    assert!(core.widen(&name, &home, 5, false), "n2 asked");
+    if home_voted {
+        let at = core.ticket_at(&name, &home, 5);
+        core.owner_voted(now(3), &home, at, fence, true, None);
+    }
+    if link_down {
+        core.peer_down(now(3), PeerId(1)).unwrap();
+    }
+    let _ = sent(&mut core, 1);
+    let at = core.ticket_at(&name, &home, 5);
+    core.owner_voted(now(4), &n2, at, fence, false, None);
+    let said = sent(&mut core, 2);
+    assert!(!said.iter().any(|c| c == "DROPTICKET"), "{said:?}");
+    kept(&core, &home, &name)
+}
+
+#[test]
+fn a_try_request_the_home_voted_for_or_not_yet_is_kept_when_another_refuses() {
+    for home_voted in [true, false] {
+        for link_down in [false, true] {
+            assert!(
+                n2_refuses_after_the_home(home_voted, link_down),
+                "home voted {home_voted}, its link down {link_down}"
+            );
+        }
+    }
 }
 
 #[test]
