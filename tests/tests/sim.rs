@@ -186,6 +186,19 @@ fn sweep_with(
     );
     let mut stats = stats.into_inner().expect("no panic holds it");
     stats.sort_by_key(|(seed, _)| *seed);
+    let mut tries = sim::TryOutcomes::default();
+    for (_, s) in &stats {
+        tries += s.tries;
+    }
+    let late: Vec<u64> = (stats.iter())
+        .filter(|(_, s)| s.tries.at_deadline > 0)
+        .map(|(seed, _)| *seed)
+        .take(10)
+        .collect();
+    println!(
+        "try requests: {} sent, {} granted, {} refused before their deadline, {} answered at it (seeds {late:?})",
+        tries.sent, tries.granted, tries.refused, tries.at_deadline
+    );
     (failures, ran, stats)
 }
 

@@ -129,6 +129,8 @@ fn fence_and_date(world: &mut World, msg: &Message) -> Option<(u64, u64)> {
 #[derive(Debug)]
 pub(super) struct Workload {
     workers: Vec<Worker>,
+    /// The `try=true` requests not answered yet.
+    tries: std::collections::BTreeSet<ReqId>,
 }
 
 impl Workload {
@@ -136,6 +138,7 @@ impl Workload {
     pub fn new(world: &mut World) -> Workload {
         let mut workload = Workload {
             workers: Vec::new(),
+            tries: std::collections::BTreeSet::new(),
         };
         for node in 0..world.nodes.len() {
             for _ in 0..world.knobs.workers_per_node {
@@ -313,6 +316,8 @@ impl Workload {
         };
         if self.workers[w].rng.chance(50_000) {
             msg.set("try", "true");
+            self.tries.insert(req);
+            world.stats.tries.sent += 1;
         }
         world.checker.lock_sent(
             req,
@@ -496,7 +501,12 @@ impl Workload {
             .and_then(|t| self.workers[w].tags.get(&t).copied());
         let error = msg.get_str("error").map(str::to_owned);
         match (msg.command.as_str(), tag) {
-            ("LOCKED", Some(Tag::Lock(req))) => self.worker_locked(world, w, req, &msg),
+            ("LOCKED", Some(Tag::Lock(req))) => {
+                if self.tries.remove(&req) {
+                    world.stats.tries.granted += 1;
+                }
+                self.worker_locked(world, w, req, &msg)
+            }
             ("LOCKED", Some(Tag::Extend(req))) => {
                 let Some((fence, date)) = fence_and_date(world, &msg) else {
                     return;
@@ -518,6 +528,15 @@ impl Workload {
                 }
             }
             ("LOCKFAILED", Some(Tag::Lock(req))) => {
+                if self.tries.remove(&req) {
+                    let late = msg
+                        .get_str("description")
+                        .is_some_and(|d| d.starts_with("not obtained before the timeout"));
+                    match late {
+                        true => world.stats.tries.at_deadline += 1,
+                        false => world.stats.tries.refused += 1,
+                    }
+                }
                 world
                     .checker
                     .failed(world.now, req, error.as_deref().unwrap_or("?"));

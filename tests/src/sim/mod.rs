@@ -210,6 +210,32 @@ pub struct Stats {
     pub transactions: u64,
     /// TRANSACTIONOK they received.
     pub tx_commits: u64,
+    /// `try=true` LOCKs sent by workload clients, and how they ended:
+    /// granted, refused at once, or refused at their deadline (a try
+    /// request is not meant to wait for it).
+    pub tries: TryOutcomes,
+}
+
+/// How the `try=true` requests of a run ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TryOutcomes {
+    /// Sent.
+    pub sent: u64,
+    /// `LOCKED`.
+    pub granted: u64,
+    /// `LOCKFAILED` before the deadline (`busy`, `unavailable`, ...).
+    pub refused: u64,
+    /// `LOCKFAILED` "not obtained before the timeout".
+    pub at_deadline: u64,
+}
+
+impl std::ops::AddAssign for TryOutcomes {
+    fn add_assign(&mut self, o: TryOutcomes) {
+        self.sent += o.sent;
+        self.granted += o.granted;
+        self.refused += o.refused;
+        self.at_deadline += o.at_deadline;
+    }
 }
 
 /// The result of one run.
