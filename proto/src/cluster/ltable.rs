@@ -4,6 +4,7 @@
 //! open, tickets by home).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
 
 use super::Id;
 use super::msg::PeerMsg;
@@ -388,12 +389,16 @@ impl LeaderTable {
     }
 
     pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LeaderTicket> {
-        let o = self.objects.get_mut(name)?;
+        // The table's own name (a refcount, not a copy) for `by_home`'s key.
+        let (key, o) = self
+            .objects
+            .range_mut::<[u8], _>((Bound::Included(name), Bound::Included(name)))
+            .next()?;
         let pos = o.find(home, req)?;
         let t = o.tickets.remove(pos);
         self.tickets -= 1;
         if let Some(set) = self.by_home.get_mut(&t.home) {
-            set.remove(&(ObjectName::from(name), req));
+            set.remove(&(key.clone(), req));
             if set.is_empty() {
                 self.by_home.remove(&t.home);
             }
