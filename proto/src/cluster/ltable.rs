@@ -95,30 +95,31 @@ impl LeaderObject {
     /// without `dup` votes the new one while the old one is dropped).
     pub(crate) fn may_also_hold(&self, pos: usize, same_session: bool) -> bool {
         let t = &self.tickets[pos];
-        let held: Vec<&LeaderTicket> = self
-            .tickets
-            .iter()
-            .enumerate()
-            .filter(|(i, x)| *i != pos && x.blocks())
-            .filter(|(_, x)| !(same_session && x.home == t.home && x.key == t.key))
-            .map(|(_, x)| x)
-            .collect();
-        if held.is_empty() {
+        // Walked again for each question, not collected: most objects
+        // have a ticket or two.
+        let held = || {
+            self.tickets
+                .iter()
+                .enumerate()
+                .filter(|(i, x)| *i != pos && x.blocks())
+                .filter(|(_, x)| !(same_session && x.home == t.home && x.key == t.key))
+                .map(|(_, x)| x)
+        };
+        if held().next().is_none() {
             return true;
         }
-        if t.kind.mode == Mode::Exclusive || held.iter().any(|x| x.kind.mode == Mode::Exclusive) {
+        if t.kind.mode == Mode::Exclusive || held().any(|x| x.kind.mode == Mode::Exclusive) {
             return false;
         }
         // Its own limit and every shared holder's; a counted holder's
         // limit bound only its own grant (who_may_hold).
-        let limit = held
-            .iter()
+        let limit = held()
             .filter(|x| x.kind.mode == Mode::Shared)
-            .chain(std::iter::once(&t))
+            .chain(std::iter::once(t))
             .filter_map(|x| x.kind.limit)
             .min()
             .map_or(u64::MAX, u64::from);
-        (held.len() as u64) < limit
+        (held().count() as u64) < limit
     }
 
     pub(crate) fn find(&self, home: &str, req: u64) -> Option<usize> {

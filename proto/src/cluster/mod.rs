@@ -182,7 +182,9 @@ impl Cluster {
     /// Home: the latest time at which a majority of this epoch's leaders
     /// were acting and answering this agent.
     pub(crate) fn contact_time(&self, now: Time) -> Option<Time> {
-        let mut times: Vec<Time> = Vec::with_capacity(self.epoch.leaders.len());
+        // One per leader, at most MAX_LEADERS: on the stack, not the heap.
+        let mut times = [Time::default(); msg::MAX_LEADERS];
+        let mut n = 0;
         for leader in &self.epoch.leaders {
             if *leader == self.me {
                 let counted = self
@@ -191,20 +193,23 @@ impl Cluster {
                     .as_ref()
                     .is_some_and(|l| l.ready && l.reporters.contains(&self.me));
                 if counted && self.acting(now) {
-                    times.push(now);
+                    times[n] = now;
+                    n += 1;
                 }
             } else if let Some(k) = self.peers.contact.get(leader) {
                 if k.in_view(self.epoch.number, self.epoch.view) {
                     if let Some(a) = k.active_sent {
-                        times.push(a);
+                        times[n] = a;
+                        n += 1;
                     }
                 }
             }
         }
         let k = self.leader_majority();
-        if self.epoch.leaders.is_empty() || times.len() < k {
+        if self.epoch.leaders.is_empty() || n < k {
             return None;
         }
+        let times = &mut times[..n];
         times.sort_unstable_by(|a, b| b.cmp(a));
         Some(times[k - 1])
     }

@@ -311,17 +311,18 @@ impl Core {
             },
             To::Leaders(mask) => {
                 let c = &self.cluster;
-                let mut peers: Vec<PeerId> = (c.epoch.leaders.iter().enumerate())
+                let mut peers = (c.epoch.leaders.iter().enumerate())
                     .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
-                    .filter_map(|(_, l)| c.peers.link_of(l))
-                    .collect();
-                let Some(last) = peers.pop() else { return };
+                    .filter_map(|(_, l)| c.peers.link_of(l));
+                let Some(mut last) = peers.next() else { return };
                 let line = msg.into_line();
+                // Each peer but the last gets a copy; the last, the line.
                 for peer in peers {
                     self.out.push_back(Output::PeerSend {
-                        peer,
+                        peer: last,
                         line: line.clone(),
                     });
+                    last = peer;
                 }
                 self.out.push_back(Output::PeerSend { peer: last, line });
             }
