@@ -40,7 +40,7 @@ pub(crate) use view::{ListEntry, ListReq, Listed};
 
 use super::Id;
 use super::ids;
-use crate::vocab::{Kind, Mode, Policy, parse_u64};
+use crate::vocab::{Kind, Mode, ObjectName, Policy, parse_u64};
 use crate::wire::{Fields, Message};
 
 /// A required field was missing or bad: its name.
@@ -74,8 +74,9 @@ pub(crate) enum Role {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct TicketAt {
     pub epoch: u64,
-    pub object: Vec<u8>,
-    pub home: String,
+    /// Shared with the tables (a refcount per message built, not a copy).
+    pub object: ObjectName,
+    pub home: Id,
     pub req: u64,
 }
 
@@ -121,7 +122,8 @@ pub(crate) struct Pong {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Lock {
     pub epoch: u64,
-    pub object: Vec<u8>,
+    /// Shared with the tables, as [`TicketAt`]'s.
+    pub object: ObjectName,
     pub req: u64,
     pub key: String,
     pub kind: Kind,
@@ -152,7 +154,7 @@ pub(crate) enum PeerMsg {
     /// The home released or cancelled its request.
     Unlock {
         epoch: u64,
-        object: Vec<u8>,
+        object: ObjectName,
         req: u64,
     },
     /// The owner's new ticket, for its followers' replicas; with a
@@ -566,16 +568,18 @@ fn id(m: &mut Message, name: &'static str) -> Result<Id, BadField> {
 }
 
 #[inline(always)]
-fn object(m: &mut (impl Fields + ?Sized)) -> Result<Vec<u8>, BadField> {
-    m.take("object_name").ok_or(BadField("object_name"))
+fn object(m: &(impl Fields + ?Sized)) -> Result<ObjectName, BadField> {
+    m.get("object_name")
+        .map(ObjectName::from)
+        .ok_or(BadField("object_name"))
 }
 
 #[inline(always)]
-fn ticket_at(m: &mut (impl Fields + ?Sized)) -> Result<TicketAt, BadField> {
+fn ticket_at(m: &(impl Fields + ?Sized)) -> Result<TicketAt, BadField> {
     Ok(TicketAt {
         epoch: num(m, "epoch")?,
         object: object(m)?,
-        home: text(m, "home")?,
+        home: Id::from(m.get_str("home").ok_or(BadField("home"))?),
         req: num(m, "req")?,
     })
 }

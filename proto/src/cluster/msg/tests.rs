@@ -8,8 +8,8 @@ const B: &str = "14|0000000002|127.0.0.1:4041|8|beta";
 fn at() -> TicketAt {
     TicketAt {
         epoch: 7,
-        object: b"a;b \"c\"\\d".to_vec(),
-        home: B.to_owned(),
+        object: b"a;b \"c\"\\d"[..].into(),
+        home: B.into(),
         req: 42,
     }
 }
@@ -98,7 +98,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
         },
         PeerMsg::Lock(Lock {
             epoch: 7,
-            object: b"x".to_vec(),
+            object: b"x"[..].into(),
             req: 1,
             key: "beta/123".to_owned(),
             kind,
@@ -107,7 +107,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
         }),
         PeerMsg::Lock(Lock {
             epoch: 7,
-            object: b"x".to_vec(),
+            object: b"x"[..].into(),
             req: 2,
             key: "beta/124".to_owned(),
             kind,
@@ -116,7 +116,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
         }),
         PeerMsg::Unlock {
             epoch: 7,
-            object: b"x".to_vec(),
+            object: b"x"[..].into(),
             req: 1,
         },
         PeerMsg::AddTicket {
@@ -506,7 +506,7 @@ fn every_cut_or_changed_byte_of_a_list_answer_is_read_or_refused() {
 fn with_plain_objects(mut m: PeerMsg) -> PeerMsg {
     match &mut m {
         PeerMsg::Lock(Lock { object, .. }) | PeerMsg::Unlock { object, .. } => {
-            *object = b"plain/object.1".to_vec();
+            *object = b"plain/object.1"[..].into();
         }
         PeerMsg::AddTicket { at, .. }
         | PeerMsg::ActivateLock { at, .. }
@@ -515,7 +515,7 @@ fn with_plain_objects(mut m: PeerMsg) -> PeerMsg {
         | PeerMsg::Locked { at, .. }
         | PeerMsg::LockFailed { at, .. }
         | PeerMsg::HasTicket(at)
-        | PeerMsg::Waiting { at, .. } => at.object = b"plain/object.1".to_vec(),
+        | PeerMsg::Waiting { at, .. } => at.object = b"plain/object.1"[..].into(),
         _ => {}
     }
     m

@@ -9,7 +9,7 @@ use crate::cluster::ltable::{LeaderState, LeaderTicket};
 use crate::cluster::msg::{BadField, PeerMsg, TicketAt};
 use crate::core::Core;
 use crate::time::Now;
-use crate::vocab::{Kind, ObjectName, TicketId};
+use crate::vocab::{Kind, TicketId};
 
 impl Core {
     /// The owner's new ticket `at`, for this follower's replica.
@@ -33,8 +33,8 @@ impl Core {
             .cluster
             .peers
             .heard
-            .get_key_value(home.as_str())
-            .map_or_else(|| Id::from(home), |(k, _)| k.clone());
+            .get_key_value(&*home)
+            .map_or(home, |(k, _)| k.clone());
         let t = LeaderTicket {
             key: key.into(),
             number,
@@ -61,7 +61,7 @@ impl Core {
         let name = l
             .objects
             .get_key_value(&object[..])
-            .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
+            .map_or(object, |(k, _)| k.clone());
         l.insert(&name, t);
         Ok(())
     }

@@ -48,7 +48,7 @@ impl Core {
         let t = &o.tickets[pos];
         let lock = Lock {
             epoch,
-            object: name.to_vec(),
+            object: name.clone(),
             req: id.0,
             key: str::to_owned(&t.key),
             kind: t.kind,
@@ -84,7 +84,7 @@ impl Core {
         let owner = self.cluster.epoch.leaders[i].clone();
         let unlock = PeerMsg::Unlock {
             epoch: self.cluster.epoch.number,
-            object: name.to_vec(),
+            object: name.clone(),
             req: t.id.0,
         };
         self.send(To::Agent(&owner), unlock);
@@ -186,7 +186,7 @@ impl Core {
 
     /// Gives request `req` on `object` back to its owner `to`: this agent
     /// no longer wants it.
-    fn give_back(&mut self, to: &Id, object: Vec<u8>, req: u64) {
+    fn give_back(&mut self, to: &Id, object: ObjectName, req: u64) {
         let unlock = PeerMsg::Unlock {
             epoch: self.cluster.epoch.number,
             object,

@@ -17,11 +17,11 @@ use std::collections::BTreeSet;
 
 impl Core {
     /// Ticket `(home, req)` of `object`, in this epoch.
-    pub(super) fn ticket_at(&self, object: &[u8], home: &str, req: u64) -> TicketAt {
+    pub(super) fn ticket_at(&self, object: &ObjectName, home: &Id, req: u64) -> TicketAt {
         TicketAt {
             epoch: self.cluster.epoch.number,
-            object: object.to_vec(),
-            home: home.to_owned(),
+            object: object.clone(),
+            home: home.clone(),
             req,
         }
     }
@@ -195,7 +195,7 @@ impl Core {
 
     fn owner_lock(&mut self, now: Now, home: &Id, lock: Lock) -> Result<(), BadField> {
         let Lock {
-            object,
+            object: sent,
             req,
             key,
             kind,
@@ -203,7 +203,7 @@ impl Core {
             progress,
             ..
         } = lock;
-        let object = &*object;
+        let object = &*sent;
         if self.owner_of(object).as_ref() != Some(&self.cluster.me) {
             return Err(BadField("object_name (not owned here)"));
         }
@@ -214,7 +214,7 @@ impl Core {
         let name: ObjectName = l
             .objects
             .get_key_value(object)
-            .map_or_else(|| ObjectName::from(object), |(k, _)| k.clone());
+            .map_or_else(|| sent.clone(), |(k, _)| k.clone());
         let resent = l.objects.get(object).and_then(|o| o.find(home, req));
         if resent.is_some() && progress && !try_once {
             // Sent again (every second while it waits): its place is told
@@ -238,7 +238,7 @@ impl Core {
                         o.tickets[pos].state = LeaderState::Waiting;
                         o.tickets[pos].try_once = try_once;
                         self.evaluate(now, &name);
-                        self.refuse_if_busy(now, object, home, req, try_once, false);
+                        self.refuse_if_busy(now, &name, home, req, try_once, false);
                     }
                     LeaderState::Waiting | LeaderState::Activating { .. } => {}
                 }
@@ -296,7 +296,7 @@ impl Core {
         }
         self.evaluate(now, &name);
         self.flush_add();
-        self.refuse_if_busy(now, object, home, req, try_once, false);
+        self.refuse_if_busy(now, &name, home, req, try_once, false);
         Ok(())
     }
 
@@ -321,7 +321,7 @@ impl Core {
     fn refuse_if_busy(
         &mut self,
         now: Now,
-        object: &[u8],
+        object: &ObjectName,
         home: &Id,
         req: u64,
         try_once: bool,
@@ -335,7 +335,7 @@ impl Core {
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let state = l
             .objects
-            .get(object)
+            .get(&**object)
             .and_then(|o| o.find(home, req).map(|p| o.tickets[p].state));
         let delay = l
             .delay_until
@@ -367,8 +367,8 @@ impl Core {
             self.owner_release(now, object, home, req);
             let at = TicketAt {
                 epoch: self.cluster.epoch.number,
-                object: object.to_vec(),
-                home: str::to_owned(home),
+                object: object.clone(),
+                home: home.clone(),
                 req,
             };
             self.owner_refuse(at, error, why);
@@ -495,8 +495,8 @@ impl Core {
         };
         let at = TicketAt {
             epoch,
-            object: name.to_vec(),
-            home: str::to_owned(&t.home),
+            object: name.clone(),
+            home: t.home.clone(),
             req: t.req,
         };
         let key = (t.home.clone(), t.req);
@@ -555,7 +555,7 @@ impl Core {
                 .get(&at.object[..])
                 .is_some_and(|o| o.find(&oh, or).is_some());
             if !known {
-                let drop = self.ticket_at(&name, &oh, or);
+                let drop = self.ticket_at(&name, &Id::from(oh), or);
                 self.send(To::Agent(from), PeerMsg::DropTicket(drop));
             }
         }
@@ -637,8 +637,8 @@ impl Core {
                 }
                 let at = TicketAt {
                     epoch,
-                    object: name.to_vec(),
-                    home: str::to_owned(home),
+                    object: name.clone(),
+                    home: home.clone(),
                     req,
                 };
                 self.send(To::Agent(home), PeerMsg::Locked { at, fence });
@@ -720,8 +720,8 @@ impl Core {
                 if let Some(t) = l.remove(&name, &home, req) {
                     let at = TicketAt {
                         epoch,
-                        object: name.to_vec(),
-                        home: str::to_owned(&home),
+                        object: name.clone(),
+                        home: home.clone(),
                         req,
                     };
                     self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
@@ -790,8 +790,8 @@ impl Core {
         let fence = *fence;
         let at = TicketAt {
             epoch,
-            object: name.to_vec(),
-            home: str::to_owned(home),
+            object: name.clone(),
+            home: home.clone(),
             req,
         };
         let add = PeerMsg::AddTicket {

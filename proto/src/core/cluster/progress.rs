@@ -89,8 +89,8 @@ impl Core {
                     *told = position;
                     let at = TicketAt {
                         epoch,
-                        object: name.to_vec(),
-                        home: t.home.to_string(),
+                        object: name.clone(),
+                        home: t.home.clone(),
                         req: t.req,
                     };
                     tell.push((t.home.clone(), at, position));

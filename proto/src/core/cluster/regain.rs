@@ -34,8 +34,8 @@ impl Core {
                 .and_then(|o| o.find(home, *req).map(|p| o.tickets[p].state));
             let at = || TicketAt {
                 epoch,
-                object: name.to_vec(),
-                home: home.to_string(),
+                object: name.clone(),
+                home: home.clone(),
                 req: *req,
             };
             match state {

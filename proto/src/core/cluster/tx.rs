@@ -312,8 +312,8 @@ impl Core {
         for ((name, req, dup), number) in sets.iter().zip(numbers) {
             let at = TicketAt {
                 epoch,
-                object: name.to_vec(),
-                home: home.to_string(),
+                object: name.clone(),
+                home: home.clone(),
                 req: *req,
             };
             let add = PeerMsg::AddTicket {
@@ -544,8 +544,8 @@ impl Core {
             if let Some(t) = l.remove(name, &key.0, *req) {
                 let at = TicketAt {
                     epoch,
-                    object: name.to_vec(),
-                    home: key.0.to_string(),
+                    object: name.clone(),
+                    home: key.0.clone(),
                     req: *req,
                 };
                 drops.push((t.has_ticket, at));

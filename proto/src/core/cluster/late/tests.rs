@@ -82,7 +82,7 @@ fn a_late_report_of_a_lock_its_home_released_since_is_counted() {
     let (mut core, home, name) = owner();
     let unlock = PeerMsg::Unlock {
         epoch: 10,
-        object: name.to_vec(),
+        object: name.clone(),
         req: 3,
     };
     core.on_agent_message(now(100), &home, unlock).unwrap();

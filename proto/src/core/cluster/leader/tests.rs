@@ -85,7 +85,7 @@ fn sent(core: &mut Core, peer: u64) -> Vec<String> {
 fn try_from_home(core: &mut Core, home: &Id, name: &ObjectName) -> u64 {
     let lock = Lock {
         epoch: 10,
-        object: name.to_vec(),
+        object: name.clone(),
         req: 5,
         key: "n1/5".to_owned(),
         kind: Kind::EXCLUSIVE,

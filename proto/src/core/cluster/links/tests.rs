@@ -200,8 +200,8 @@ fn sent(core: &mut Core) -> Vec<(String, Option<u64>)> {
 fn ticket(req: u64) -> (TicketAt, PeerMsg) {
     let at = TicketAt {
         epoch: 10,
-        object: b"x".to_vec(),
-        home: "h".to_owned(),
+        object: b"x"[..].into(),
+        home: "h".into(),
         req,
     };
     let add = PeerMsg::AddTicket {
