@@ -663,7 +663,8 @@ impl Peers {
 
     /// Writes every link with new lines; finishes refusals.
     pub(crate) fn flush(&mut self, registry: &Registry, now: Now) {
-        for id in std::mem::take(&mut self.dirty) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for &id in &dirty {
             let Some(link) = self.links.get_mut(&id) else {
                 continue;
             };
@@ -685,6 +686,12 @@ impl Peers {
                 let why = format!("cannot watch the connection: {e}");
                 self.drop_link(registry, now, id, Level::Warn, &why);
             }
+        }
+        // Its room kept for the next iteration's, unless links were marked
+        // meanwhile.
+        if self.dirty.is_empty() {
+            dirty.clear();
+            self.dirty = dirty;
         }
     }
 }

@@ -141,20 +141,21 @@ pub(crate) fn first_followers(
 ) -> u8 {
     let all = ((1u16 << n) - 1) as u8;
     let need = n / 2;
-    let mut order: Vec<usize> = (1..n).map(|k| (me + k) % n).collect();
-    if let Some(h) = home.and_then(|h| order.iter().position(|&i| i == h)) {
-        let h = order.remove(h);
-        order.insert(0, h);
-    }
-    let chosen: Vec<usize> = order
+    // The others from the one after this leader on, the home first (when
+    // it is one of them); walked, not collected.
+    let home = home.filter(|&h| h != me && h < n);
+    let order = home
         .into_iter()
-        .filter(|&i| linked(i))
-        .take(need)
-        .collect();
-    if chosen.len() < need {
+        .chain((1..n).map(|k| (me + k) % n).filter(|&i| Some(i) != home));
+    let (mut mask, mut chosen) = (1 << me, 0);
+    for i in order.filter(|&i| linked(i)).take(need) {
+        mask |= 1 << i;
+        chosen += 1;
+    }
+    if chosen < need {
         return all;
     }
-    chosen.iter().fold(1 << me, |m, i| m | 1 << i)
+    mask
 }
 
 #[cfg(test)]
