@@ -129,8 +129,8 @@ fn fence_and_date(world: &mut World, msg: &Message) -> Option<(u64, u64)> {
 #[derive(Debug)]
 pub(super) struct Workload {
     workers: Vec<Worker>,
-    /// The `try=true` requests not answered yet.
-    tries: std::collections::BTreeSet<ReqId>,
+    /// The `try=true` requests not answered yet, and when they were sent.
+    tries: BTreeMap<ReqId, u64>,
 }
 
 impl Workload {
@@ -138,7 +138,7 @@ impl Workload {
     pub fn new(world: &mut World) -> Workload {
         let mut workload = Workload {
             workers: Vec::new(),
-            tries: std::collections::BTreeSet::new(),
+            tries: BTreeMap::new(),
         };
         for node in 0..world.nodes.len() {
             for _ in 0..world.knobs.workers_per_node {
@@ -316,7 +316,7 @@ impl Workload {
         };
         if self.workers[w].rng.chance(50_000) {
             msg.set("try", "true");
-            self.tries.insert(req);
+            self.tries.insert(req, world.now);
             world.stats.tries.sent += 1;
         }
         world.checker.lock_sent(
@@ -502,7 +502,7 @@ impl Workload {
         let error = msg.get_str("error").map(str::to_owned);
         match (msg.command.as_str(), tag) {
             ("LOCKED", Some(Tag::Lock(req))) => {
-                if self.tries.remove(&req) {
+                if self.tries.remove(&req).is_some() {
                     world.stats.tries.granted += 1;
                 }
                 self.worker_locked(world, w, req, &msg)
@@ -528,13 +528,15 @@ impl Workload {
                 }
             }
             ("LOCKFAILED", Some(Tag::Lock(req))) => {
-                if self.tries.remove(&req) {
+                if let Some(sent) = self.tries.remove(&req) {
                     let late = msg
                         .get_str("description")
                         .is_some_and(|d| d.starts_with("not obtained before the timeout"));
+                    let t = &mut world.stats.tries;
                     match late {
-                        true => world.stats.tries.at_deadline += 1,
-                        false => world.stats.tries.refused += 1,
+                        true if world.now - sent >= SEC => t.late_after_a_second += 1,
+                        true => t.at_deadline += 1,
+                        false => t.refused += 1,
                     }
                 }
                 world

@@ -225,8 +225,12 @@ pub struct TryOutcomes {
     pub granted: u64,
     /// `LOCKFAILED` before the deadline (`busy`, `unavailable`, ...).
     pub refused: u64,
-    /// `LOCKFAILED` "not obtained before the timeout".
+    /// `LOCKFAILED` "not obtained before the timeout", less than a second
+    /// after it was sent (a deadline drawn that close).
     pub at_deadline: u64,
+    /// The same, a second or more after it was sent: a try request that
+    /// waited.
+    pub late_after_a_second: u64,
 }
 
 impl std::ops::AddAssign for TryOutcomes {
@@ -235,6 +239,7 @@ impl std::ops::AddAssign for TryOutcomes {
         self.granted += o.granted;
         self.refused += o.refused;
         self.at_deadline += o.at_deadline;
+        self.late_after_a_second += o.late_after_a_second;
     }
 }
 
