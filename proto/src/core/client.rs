@@ -274,9 +274,10 @@ impl Core {
         };
         if req.try_once && self.authority.is_cluster() {
             // Never waits: when nothing could grant it now (no leaders or
-            // no contact, its owner not acting, a lock-delay), it says so
-            // at once; `busy` only ever means a holder.
-            if let Some(why) = self.unavailable(Some(&name)) {
+            // no contact, its owner not acting or not linked, a
+            // lock-delay), it says so at once; `busy` only ever means a
+            // holder.
+            if let Some(why) = self.try_unavailable(&name) {
                 let why = Refusal::new("unavailable", why);
                 return self.refuse(client, &req.target, Some(&key), &why);
             }

@@ -290,3 +290,35 @@ fn fences_strictly_grow_per_object_over_many_grants_on_several_names() {
         }
     }
 }
+
+#[test]
+fn a_try_on_a_name_whose_owner_is_not_linked_is_answered_unavailable_at_once() {
+    // The owner's link is down (here: it crashed); for a `peer_timeout`
+    // it still counts as acting, but a request to it could not even be
+    // sent: a try request is refused at once, not when its deadline or
+    // that `peer_timeout` passes.
+    let mut net = Net::new(3, 28);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let name = (0..1000)
+        .map(|k| format!("gone-{k}"))
+        .find(|n| net.owner_of(0, n) == 2)
+        .expect("a name of node 2");
+    net.crash(2);
+    for i in 0..2 {
+        let c = net.open(i);
+        net.send(c, &format!("LOCK object_name={name};try=true"));
+        let got = net.wait_reply(c, AT_ONCE).expect("answered at once");
+        assert_eq!(got.get_str("error"), Some("unavailable"), "{got}");
+        let why = got.get_str("description").unwrap();
+        assert!(why.starts_with("no link to node2, the owner"), "{got}");
+    }
+    // A name of a leader still linked is granted as ever.
+    let name = (0..1000)
+        .map(|k| format!("here-{k}"))
+        .find(|n| net.owner_of(0, n) == 1)
+        .expect("a name of node 1");
+    let c = net.open(0);
+    net.send(c, &format!("LOCK object_name={name};try=true"));
+    let got = net.wait_reply(c, AT_ONCE).expect("answered at once");
+    assert_eq!(got.command, "LOCKED", "{got}");
+}

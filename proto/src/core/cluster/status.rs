@@ -130,6 +130,26 @@ impl Core {
         self.not_ready(object).map(|why| self.describe(&why))
     }
 
+    /// Why a `try=true` request on `object` cannot be granted now: what
+    /// [`unavailable`](Self::unavailable) says, or that this agent has no
+    /// link to the object's owner. Such an owner still counts as acting
+    /// for up to a `peer_timeout` after its last answer, but a request
+    /// could not even be sent to it (it goes when the link is up again),
+    /// and a try request does not wait for that.
+    pub(crate) fn try_unavailable(&self, object: &[u8]) -> Option<String> {
+        self.unavailable(Some(object)).or_else(|| {
+            let c = &self.cluster;
+            let owner = &c.epoch.leaders[c.owner_index(object)?];
+            (*owner != c.me && c.peers.link_of(owner).is_none()).then(|| {
+                format!(
+                    "no link to {}, the owner of this object in epoch {}",
+                    Cluster::name_of(owner),
+                    c.epoch.number
+                )
+            })
+        })
+    }
+
     /// [`unavailable`](Self::unavailable) without its description: the
     /// readiness pushed to `LOCKSTATUS` connections and the `reason` of
     /// `LOCKWAITING` are checked after every input, so this allocates
@@ -267,7 +287,8 @@ impl Core {
 
     /// Every tick: a `try=true` request still waiting for its owner's
     /// answer fails `unavailable` as soon as nothing can grant it (its
-    /// owner stopped acting, contact was lost, a lock-delay began).
+    /// owner stopped acting or its link is down, contact was lost, a
+    /// lock-delay began).
     pub(crate) fn fail_stuck_tries(&mut self) {
         let tries: Vec<(TicketId, ObjectName)> = self
             .cluster
@@ -278,7 +299,7 @@ impl Core {
             .map(|(id, s)| (*id, s.object.clone()))
             .collect();
         for (id, name) in tries {
-            if let Some(why) = self.unavailable(Some(&name)) {
+            if let Some(why) = self.try_unavailable(&name) {
                 self.fail_try(&name, id, why);
             }
         }
