@@ -14,6 +14,8 @@ mod probe;
 mod progress;
 mod regain;
 mod status;
+#[cfg(test)]
+mod testing;
 mod tx;
 mod txhome;
 mod view;

@@ -1,35 +1,20 @@
 //! The unit tests of late reports as a leader weighs them (`super`).
 
-use std::net::SocketAddr;
-
 use crate::cluster::Id;
 use crate::cluster::batch::ReportedTicket;
 use crate::cluster::ltable::{LeaderState, LeaderTable, LeaderTicket};
-use crate::time::{Now, Time, UnixTime};
+use crate::core::cluster::testing::{addr, agent_of_three, id, now};
+use crate::time::Time;
 use crate::vocab::{Kind, ObjectName};
 
 use super::*;
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-fn now(ms: u64) -> Now {
-    Now {
-        mono: Time::from_micros(ms * 1000),
-        wall: UnixTime(1_700_000_000_000_000 + ms * 1000),
-    }
-}
 
 /// This agent, the only leader of epoch 10 (so the owner of every
 /// object), ready, with `home`'s lock 3 on `o` (fence 7) inherited from
 /// the state, and `home`'s report not counted yet.
 fn owner() -> (Core, Id, ObjectName) {
-    let mut config = crate::core::Config::default();
-    config.cluster.listen = Some(addr(4000));
-    config.cluster.neighbors = vec![addr(4001), addr(4002)];
-    let mut core = Core::new(config, now(1));
-    let home: Id = crate::cluster::ids::make_id(None, 1, Some(addr(4001)), 1, "n1").into();
+    let mut core = agent_of_three();
+    let home = id(4001, "n1");
     let name = ObjectName::from(&b"o"[..]);
     let c = &mut core.cluster;
     c.epoch.number = 10;

@@ -1,39 +1,23 @@
 //! The unit tests of the owner's side of a grant (`super`): what becomes
 //! of a `try=true` request whose home delivers on its own vote.
 
-use std::net::SocketAddr;
-
 use crate::cluster::Id;
 use crate::cluster::links::Link;
 use crate::cluster::ltable::{LeaderState, LeaderTable};
 use crate::cluster::msg::Lock;
-use crate::time::{Now, Time, UnixTime};
+use crate::core::cluster::testing::{addr, agent_of_three, id, now};
+use crate::time::Time;
 use crate::vocab::{Kind, PeerId};
 
 use super::*;
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-fn now(ms: u64) -> Now {
-    Now {
-        mono: Time::from_micros(ms * 1000),
-        wall: UnixTime(1_700_000_000_000_000 + ms * 1000),
-    }
-}
 
 /// This agent `n0`, the first of three leaders (`n0`, `n1`, `n2`) of epoch
 /// 10, ready, linked to both others; `n1` delivers a grant on its own yes
 /// vote (`home_grant`). Nobody answered a ping yet, so it does not act.
 /// Returns the core, `n1` and a name this agent owns.
 fn owner() -> (Core, Id, ObjectName) {
-    let mut config = crate::core::Config::default();
-    config.cluster.listen = Some(addr(4000));
-    config.cluster.neighbors = vec![addr(4001), addr(4002)];
-    let mut core = Core::new(config, now(1));
-    let n1: Id = crate::cluster::ids::make_id(None, 1, Some(addr(4001)), 1, "n1").into();
-    let n2: Id = crate::cluster::ids::make_id(None, 1, Some(addr(4002)), 1, "n2").into();
+    let mut core = agent_of_three();
+    let (n1, n2) = (id(4001, "n1"), id(4002, "n2"));
     let c = &mut core.cluster;
     c.epoch.number = 10;
     c.epoch.leaders = vec![c.me.clone(), n1.clone(), n2.clone()];
