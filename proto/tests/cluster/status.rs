@@ -322,3 +322,31 @@ fn a_try_on_a_name_whose_owner_is_not_linked_is_answered_unavailable_at_once() {
     let got = net.wait_reply(c, AT_ONCE).expect("answered at once");
     assert_eq!(got.command, "LOCKED", "{got}");
 }
+
+#[test]
+fn a_try_waiting_for_an_owner_whose_link_goes_down_fails_at_the_next_tick() {
+    // The request reached its owner's link, but the owner is paused; then
+    // the link goes down. The owner still counts as acting for a
+    // `peer_timeout`, but no answer can come on that link: the home's
+    // next tick (every `ping_interval`, 250 ms) fails the request.
+    let mut net = Net::new(3, 29);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let name = (0..1000)
+        .map(|k| format!("stuck-{k}"))
+        .find(|n| net.owner_of(0, n) == 2)
+        .expect("a name of node 2");
+    net.pause(2, true);
+    let c = net.open(0);
+    net.send(c, &format!("LOCK object_name={name};try=true"));
+    assert!(
+        net.wait_reply(c, Duration::from_millis(50)).is_none(),
+        "sent to its owner, which does not run"
+    );
+    net.cut(0, 2);
+    let got = net
+        .wait_reply(c, Duration::from_millis(300))
+        .expect("failed at the next tick");
+    assert_eq!(got.get_str("error"), Some("unavailable"), "{got}");
+    let why = got.get_str("description").unwrap();
+    assert!(why.starts_with("no link to node2, the owner"), "{got}");
+}
