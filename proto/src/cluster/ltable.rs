@@ -47,10 +47,10 @@ pub(crate) struct LeaderTicket {
     /// Owner: the leaders that have this ticket from it (its ADDTICKET, or
     /// the epoch's state); bit i = leader i. Its DROPTICKET goes to them.
     pub has_ticket: u8,
-    /// Owner: a `try=true` request. Refused (`busy`, or `unavailable`
-    /// while the owner does not act) once a home that delivers on its own
-    /// vote refused it, rather than left to wait for a retry its client
-    /// does not want.
+    /// Owner: a `try=true` request. Judged again after each refused vote:
+    /// refused `unavailable` while the owner does not act and no home
+    /// that may deliver on its own vote still has its answer out, rather
+    /// than left to wait for a retry its client does not want.
     pub try_once: bool,
     /// Owner: when this epoch granted it, µs of [`Time`] (`LISTTICKETS`
     /// says since when a lock is held; 8 bytes, not 16, on every ticket

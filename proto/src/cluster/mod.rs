@@ -182,10 +182,11 @@ impl Cluster {
     /// Home: the latest time at which a majority of this epoch's leaders
     /// were acting and answering this agent.
     pub(crate) fn contact_time(&self, now: Time) -> Option<Time> {
-        // One per leader, at most MAX_LEADERS: on the stack, not the heap.
+        // One per leader, at most MAX_LEADERS (elections choose three, and
+        // LOCKLEADERS names no more): on the stack, not the heap.
         let mut times = [Time::default(); msg::MAX_LEADERS];
         let mut n = 0;
-        for leader in &self.epoch.leaders {
+        for leader in self.epoch.leaders.iter().take(msg::MAX_LEADERS) {
             if *leader == self.me {
                 let counted = self
                     .leader
