@@ -87,10 +87,7 @@ fn lock_and_unlock(net: &mut Net, c: u64, name: &str, tag: usize) {
 fn three_ready_and_a_name_node0_owns(seed: u64) -> (Net, String) {
     let mut net = Net::new(3, seed);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    let name = (0..1000)
-        .map(|k| format!("n{k}"))
-        .find(|n| net.owner_of(0, n) == 0)
-        .expect("some name is owned by node 0");
+    let name = net.name_owned_by("n", 0);
     (net, name)
 }
 

@@ -439,6 +439,15 @@ impl Net {
         name.strip_prefix("node").unwrap().parse().unwrap()
     }
 
+    /// The first of `prefix0`, `prefix1`, ... that node `owner` owns in
+    /// node 0's epoch.
+    pub fn name_owned_by(&mut self, prefix: &str, owner: usize) -> String {
+        (0..1000)
+            .map(|k| format!("{prefix}{k}"))
+            .find(|n| self.owner_of(0, n) == owner)
+            .unwrap_or_else(|| panic!("no {prefix}* name of node {owner}"))
+    }
+
     /// The leaders of node `i`'s epoch, as nodes, in order.
     pub fn leader_nodes(&mut self, i: usize) -> Vec<usize> {
         let leaders = self.info(i).get_str("leaders").unwrap().to_owned();

@@ -251,14 +251,7 @@ fn fences_strictly_grow_per_object_over_many_grants_on_several_names() {
     // of every other name).
     let mut net = Net::new(3, 27);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    let names: Vec<String> = (0..3)
-        .map(|owner| {
-            (0..1000)
-                .map(|k| format!("f{k}"))
-                .find(|n| net.owner_of(0, n) == owner)
-                .expect("a name of each owner")
-        })
-        .collect();
+    let names: Vec<String> = (0..3).map(|owner| net.name_owned_by("f", owner)).collect();
     let clients: Vec<u64> = (0..3).map(|i| net.open(i)).collect();
     let mut last: Vec<u64> = vec![0; names.len()];
     for round in 0..40 {
@@ -299,10 +292,7 @@ fn a_try_on_a_name_whose_owner_is_not_linked_is_answered_unavailable_at_once() {
     // that `peer_timeout` passes.
     let mut net = Net::new(3, 28);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    let name = (0..1000)
-        .map(|k| format!("gone-{k}"))
-        .find(|n| net.owner_of(0, n) == 2)
-        .expect("a name of node 2");
+    let name = net.name_owned_by("gone-", 2);
     net.crash(2);
     for i in 0..2 {
         let c = net.open(i);
@@ -313,10 +303,7 @@ fn a_try_on_a_name_whose_owner_is_not_linked_is_answered_unavailable_at_once() {
         assert!(why.starts_with("no link to node2, the owner"), "{got}");
     }
     // A name of a leader still linked is granted as ever.
-    let name = (0..1000)
-        .map(|k| format!("here-{k}"))
-        .find(|n| net.owner_of(0, n) == 1)
-        .expect("a name of node 1");
+    let name = net.name_owned_by("here-", 1);
     let c = net.open(0);
     net.send(c, &format!("LOCK object_name={name};try=true"));
     let got = net.wait_reply(c, AT_ONCE).expect("answered at once");
@@ -331,10 +318,7 @@ fn a_try_waiting_for_an_owner_whose_link_goes_down_fails_at_the_next_tick() {
     // next tick (every `ping_interval`, 250 ms) fails the request.
     let mut net = Net::new(3, 29);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    let name = (0..1000)
-        .map(|k| format!("stuck-{k}"))
-        .find(|n| net.owner_of(0, n) == 2)
-        .expect("a name of node 2");
+    let name = net.name_owned_by("stuck-", 2);
     net.pause(2, true);
     let c = net.open(0);
     net.send(c, &format!("LOCK object_name={name};try=true"));
