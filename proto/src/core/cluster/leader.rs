@@ -505,7 +505,6 @@ impl Core {
         let all = self.cluster.epoch.leaders.len() as u32;
         let plant = self.cluster.cfg.plant;
         let acting = self.cluster.acting(now.mono);
-        let epoch = self.cluster.epoch.number;
         // The home's own yes vote makes the majority, and it says it then
         // delivers the grant itself (`home_grant`): no `LOCKED` to send.
         let home_grants = self.home_grants(home);
@@ -535,12 +534,7 @@ impl Core {
                 if home_grants.is_some_and(|h| ballot.votes & 1 << h != 0) {
                     return;
                 }
-                let at = TicketAt {
-                    epoch,
-                    object: name.clone(),
-                    home: home.clone(),
-                    req,
-                };
+                let at = self.ticket_at(name, home, req);
                 self.send(To::Agent(home), PeerMsg::Locked { at, fence });
             }
             // The followers asked first answered without making the
@@ -614,16 +608,10 @@ impl Core {
                 crate::cluster::Cluster::name_of(&home),
                 owned.len()
             );
-            let epoch = self.cluster.epoch.number;
             for (name, req) in owned {
                 let l = self.cluster.leader.table.as_mut().expect("leader");
                 if let Some(t) = l.remove(&name, &home, req) {
-                    let at = TicketAt {
-                        epoch,
-                        object: name.clone(),
-                        home: home.clone(),
-                        req,
-                    };
+                    let at = self.ticket_at(&name, &home, req);
                     self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
                 }
                 touched.insert(name);

@@ -5,7 +5,6 @@
 
 use crate::cluster::Id;
 use crate::cluster::ltable::LeaderState;
-use crate::cluster::msg::TicketAt;
 use crate::core::Core;
 use crate::core::cluster::status::lock_delay_reason;
 use crate::time::Now;
@@ -77,12 +76,7 @@ impl Core {
         };
         if let Some((error, why)) = refusal {
             self.owner_release(now, object, home, req);
-            let at = TicketAt {
-                epoch: self.cluster.epoch.number,
-                object: object.clone(),
-                home: home.clone(),
-                req,
-            };
+            let at = self.ticket_at(object, home, req);
             self.owner_refuse(at, error, why);
         }
     }
