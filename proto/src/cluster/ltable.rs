@@ -3,8 +3,8 @@
 //! with what the epoch's housekeeping needs (retries, questions still
 //! open, tickets by home).
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ops::Bound;
 
 use super::Id;
 use super::msg::PeerMsg;
@@ -389,23 +389,24 @@ impl LeaderTable {
         }
     }
 
-    pub fn remove(&mut self, name: &[u8], home: &str, req: u64) -> Option<LeaderTicket> {
-        // The table's own name (a refcount, not a copy) for `by_home`'s key.
-        let (key, o) = self
-            .objects
-            .range_mut::<[u8], _>((Bound::Included(name), Bound::Included(name)))
-            .next()?;
-        let pos = o.find(home, req)?;
-        let t = o.tickets.remove(pos);
+    pub fn remove(&mut self, name: &ObjectName, home: &str, req: u64) -> Option<LeaderTicket> {
+        // One search: the entry gives the table's own name (a refcount,
+        // not a copy) for `by_home`'s key, and drops an emptied object.
+        let Entry::Occupied(mut entry) = self.objects.entry(name.clone()) else {
+            return None;
+        };
+        let pos = entry.get().find(home, req)?;
+        let t = entry.get_mut().tickets.remove(pos);
         self.tickets -= 1;
         if let Some(set) = self.by_home.get_mut(&t.home) {
-            set.remove(&(key.clone(), req));
+            set.remove(&(entry.key().clone(), req));
             if set.is_empty() {
                 self.by_home.remove(&t.home);
             }
         }
+        let o = entry.get();
         if o.tickets.is_empty() && o.last_shared_grant.is_none() {
-            self.objects.remove(name);
+            entry.remove();
         }
         if !self.progress.is_empty() {
             self.forget_progress(name, &t.home, req);
@@ -491,7 +492,7 @@ mod tests {
             o.tickets.iter().map(|t| t.req).collect::<Vec<_>>(),
             [1, 2, 3]
         );
-        assert_eq!(l.remove(b"one", "h", 2).map(|t| t.req), Some(2));
+        assert_eq!(l.remove(&name, "h", 2).map(|t| t.req), Some(2));
         assert_eq!(l.tickets, 2);
         assert_eq!(l.by_home["h"].len(), 2);
     }

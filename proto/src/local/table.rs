@@ -15,6 +15,7 @@
 //! holds the object for its `unlock_duration` (snaplock(7), LEASES), so the next
 //! holder never starts while the previous one may still be working.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,11 +185,14 @@ impl Table {
 
     /// Removes a ticket; drops the object when it was the last one.
     pub fn remove(&mut self, name: &ObjectName, id: TicketId) -> Option<Ticket> {
-        let object = self.objects.get_mut(name)?;
-        let pos = object.position(id)?;
-        let ticket = object.tickets.remove(pos);
-        if object.tickets.is_empty() {
-            self.objects.remove(name);
+        // One search: the entry, which drops an object left without tickets.
+        let Entry::Occupied(mut entry) = self.objects.entry(name.clone()) else {
+            return None;
+        };
+        let pos = entry.get().position(id)?;
+        let ticket = entry.get_mut().tickets.remove(pos);
+        if entry.get().tickets.is_empty() {
+            entry.remove();
         }
         self.disarm(ticket.state.deadline(), &Timer::Ticket(id, name.clone()));
         self.tickets -= 1;

@@ -9,15 +9,21 @@
 //! `total / capacity` times is counted. Counts only grow: a name evicted
 //! and seen again starts above where it was, so its series is a counter.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
+use std::hash::BuildHasherDefault;
 
+use crate::cluster::ids::Fnv;
 use crate::vocab::ObjectName;
 
 /// The counted names, by name and by count.
 #[derive(Debug, Default)]
 pub(crate) struct TopNames {
     capacity: usize,
-    counts: BTreeMap<ObjectName, u64>,
+    /// Looked up on every request, never walked: hashed, not ordered. The
+    /// hash is fixed (the core draws nothing from the world); names are
+    /// the clients' choice, but at most `capacity` are kept, so even names
+    /// made to collide cost a bounded walk.
+    counts: HashMap<ObjectName, u64, BuildHasherDefault<Fnv>>,
     by_count: BTreeSet<(u64, ObjectName)>,
 }
 

@@ -52,16 +52,11 @@ impl Core {
             .entry(home.clone())
             .or_insert(now.mono);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
-        if l.objects
-            .get(&object[..])
-            .is_some_and(|o| o.find(&home, req).is_some())
-        {
-            return Ok(());
-        }
-        let name = l
-            .objects
-            .get_key_value(&object[..])
-            .map_or(object, |(k, _)| k.clone());
+        let name = match l.objects.get_key_value(&object[..]) {
+            Some((_, o)) if o.find(&home, req).is_some() => return Ok(()),
+            Some((k, _)) => k.clone(),
+            None => object,
+        };
         l.insert(&name, t);
         Ok(())
     }

@@ -14,6 +14,7 @@ use crate::local::ticket::{View, who_may_hold};
 use crate::time::Now;
 use crate::vocab::ObjectName;
 use std::collections::BTreeSet;
+use std::collections::btree_map::Entry;
 
 impl Core {
     /// Ticket `(home, req)` of `object`, in this epoch.
@@ -211,56 +212,57 @@ impl Core {
         let max_tickets = self.config.max_tickets;
         let has_ticket = self.first_followers(home);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
-        let name: ObjectName = l
-            .objects
-            .get_key_value(object)
-            .map_or_else(|| sent.clone(), |(k, _)| k.clone());
-        let resent = l.objects.get(object).and_then(|o| o.find(home, req));
+        // One search for what the request needs to know of its object: the
+        // table's own name, the ticket if this request is sent again, how
+        // many tickets it has and its last bakery number.
+        let (name, resent, count, last) = match l.objects.get_key_value(object) {
+            Some((k, o)) => (
+                k.clone(),
+                o.find(home, req),
+                o.tickets.len(),
+                o.tickets.iter().map(|t| t.number).max(),
+            ),
+            None => (sent.clone(), None, 0, None),
+        };
         if resent.is_some() && progress && !try_once {
             // Sent again (every second while it waits): its place is told
             // again only if it was never told (this owner is new).
             self.owner_watch(&name, home, req);
         }
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
-        if let Some(o) = l.objects.get(object) {
-            if let Some(pos) = o.find(home, req) {
-                // A request sent again (after an epoch change, or a lost
-                // answer): answer again what is known.
-                match o.tickets[pos].state {
-                    LeaderState::Held { fence } => {
-                        let at = self.ticket_at(&name, home, req);
-                        self.send(To::Agent(home), PeerMsg::Locked { at, fence });
-                    }
-                    LeaderState::Inherited { .. } => {
-                        // Its home still waits: no grant stands behind it,
-                        // and one of this epoch's must (S6).
-                        let o = l.objects.get_mut(object).expect("exists");
-                        o.tickets[pos].state = LeaderState::Waiting;
-                        o.tickets[pos].try_once = try_once;
-                        self.evaluate(now, &name);
-                        self.refuse_if_busy(now, &name, home, req, try_once, false);
-                    }
-                    LeaderState::Waiting | LeaderState::Activating { .. } => {}
+        if let Some(pos) = resent {
+            // A request sent again (after an epoch change, or a lost
+            // answer): answer again what is known.
+            let o = l.objects.get_mut(object).expect("found above");
+            match o.tickets[pos].state {
+                LeaderState::Held { fence } => {
+                    let at = self.ticket_at(&name, home, req);
+                    self.send(To::Agent(home), PeerMsg::Locked { at, fence });
                 }
-                return Ok(());
+                LeaderState::Inherited { .. } => {
+                    // Its home still waits: no grant stands behind it,
+                    // and one of this epoch's must (S6).
+                    o.tickets[pos].state = LeaderState::Waiting;
+                    o.tickets[pos].try_once = try_once;
+                    self.evaluate(now, &name);
+                    self.refuse_if_busy(now, &name, home, req, try_once, false);
+                }
+                LeaderState::Waiting | LeaderState::Activating { .. } => {}
             }
-            if o.tickets.len() >= max_per_object {
-                let why = format!("this object already has {} requests", o.tickets.len());
-                let at = self.ticket_at(&name, home, req);
-                self.owner_refuse(at, "overflow", why);
-                return Ok(());
-            }
+            return Ok(());
+        }
+        if count >= max_per_object {
+            let why = format!("this object already has {count} requests");
+            let at = self.ticket_at(&name, home, req);
+            self.owner_refuse(at, "overflow", why);
+            return Ok(());
         }
         if l.tickets >= max_tickets {
             let at = self.ticket_at(&name, home, req);
             self.owner_refuse(at, "overflow", "the leaders hold their maximum".to_owned());
             return Ok(());
         }
-        let number = l
-            .objects
-            .get(object)
-            .and_then(|o| o.tickets.iter().map(|t| t.number).max())
-            .map_or(1, |n| n + 1);
+        let number = last.map_or(1, |n| n + 1);
         l.insert(
             &name,
             LeaderTicket {
@@ -318,7 +320,7 @@ impl Core {
         let Some(name) = l.objects.get_key_value(object).map(|(k, _)| k.clone()) else {
             return;
         };
-        if let Some(t) = l.remove(object, home, req) {
+        if let Some(t) = l.remove(&name, home, req) {
             let at = self.ticket_at(&name, home, req);
             self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
             self.evaluate(now, &name);
@@ -450,14 +452,15 @@ impl Core {
             return;
         };
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
-        let Some((name, o)) = l.objects.get_key_value(&at.object[..]) else {
+        // One search: the entry gives the table's own name and the ticket.
+        let Entry::Occupied(mut entry) = l.objects.entry(at.object.clone()) else {
             return;
         };
-        let name = name.clone();
+        let name = entry.key().clone();
+        let o = entry.get_mut();
         let Some(pos) = o.find(&at.home, at.req) else {
             return;
         };
-        let o = l.objects.get_mut(&at.object[..]).expect("exists");
         let t = &mut o.tickets[pos];
         if let LeaderState::Activating {
             fence: f,
@@ -475,11 +478,7 @@ impl Core {
         }
         let home: Id = t.home.clone();
         if let Some((oh, or)) = other {
-            let known = l
-                .objects
-                .get(&at.object[..])
-                .is_some_and(|o| o.find(&oh, or).is_some());
-            if !known {
+            if o.find(&oh, or).is_none() {
                 let drop = self.ticket_at(&name, &Id::from(oh), or);
                 self.send(To::Agent(from), PeerMsg::DropTicket(drop));
             }
