@@ -171,8 +171,11 @@ pub(crate) struct LeaderTable {
     /// did not answer, if the majority is not there by then (in that
     /// order).
     pub asking: VecDeque<(Time, ObjectName, Id, u64)>,
-    /// Tickets by home, to drop a silent home's tickets.
-    pub by_home: BTreeMap<Id, BTreeSet<(ObjectName, u64)>>,
+    /// Tickets by home, to drop a silent home's tickets: by request
+    /// first, a number, so that a grant's insertion and removal compare
+    /// numbers, not names (requests are unique per home but for a
+    /// transaction's holdings, which the name then tells apart).
+    by_home: BTreeMap<Id, BTreeSet<(u64, ObjectName)>>,
     /// The state being received from the collector, and its line count.
     pub state_in: Option<super::handover::StateIn>,
     pub state_lines: u64,
@@ -280,11 +283,34 @@ impl LeaderTable {
         homes
     }
 
+    /// The tickets of `home` here, as (name, request), by request.
+    pub fn of_home(&self, home: &Id) -> impl Iterator<Item = (&ObjectName, u64)> {
+        (self.by_home.get(home).into_iter().flatten()).map(|(req, name)| (name, *req))
+    }
+
+    /// The tickets of `home` here, by name and request: the order in which
+    /// what is done to each goes out.
+    pub fn of_home_by_name(&self, home: &Id) -> Vec<(&ObjectName, u64)> {
+        let mut tickets: Vec<_> = self.of_home(home).collect();
+        tickets.sort_unstable();
+        tickets
+    }
+
+    /// The homes with tickets here.
+    pub fn homes(&self) -> impl Iterator<Item = &Id> {
+        self.by_home.keys()
+    }
+
+    /// Whether `home` has tickets here.
+    pub fn has_home(&self, home: &Id) -> bool {
+        self.by_home.contains_key(home)
+    }
+
     pub fn insert(&mut self, name: &ObjectName, t: LeaderTicket) {
         self.by_home
             .entry(t.home.clone())
             .or_default()
-            .insert((name.clone(), t.req));
+            .insert((t.req, name.clone()));
         let o = self.objects.entry(name.clone()).or_default();
         if o.tickets.capacity() == 0 {
             // Most objects have one ticket: the first push would reserve
@@ -312,7 +338,7 @@ impl LeaderTable {
             }
             return;
         }
-        let mut homes: Vec<(Id, Vec<(ObjectName, u64)>)> = Vec::new();
+        let mut homes: Vec<(Id, Vec<(u64, ObjectName)>)> = Vec::new();
         let mut objects: Vec<(ObjectName, LeaderObject)> = Vec::new();
         let mut in_order = true;
         for (name, t) in tickets {
@@ -323,7 +349,7 @@ impl LeaderTable {
                     homes.len() - 1
                 }
             };
-            homes[h].1.push((name.clone(), t.req));
+            homes[h].1.push((t.req, name.clone()));
             self.tickets += 1;
             match objects.last_mut() {
                 Some((n, o)) if *n == name => o.tickets.push(t),
@@ -399,7 +425,7 @@ impl LeaderTable {
         let t = entry.get_mut().tickets.remove(pos);
         self.tickets -= 1;
         if let Some(set) = self.by_home.get_mut(&t.home) {
-            set.remove(&(entry.key().clone(), req));
+            set.remove(&(req, entry.key().clone()));
             if set.is_empty() {
                 self.by_home.remove(&t.home);
             }
@@ -494,7 +520,7 @@ mod tests {
         );
         assert_eq!(l.remove(&name, "h", 2).map(|t| t.req), Some(2));
         assert_eq!(l.tickets, 2);
-        assert_eq!(l.by_home["h"].len(), 2);
+        assert_eq!(l.of_home(&Id::from("h")).count(), 2);
     }
 
     /// A follower votes for no grant that conflicts with one it voted for:

@@ -113,20 +113,18 @@ impl Core {
         let has: BTreeSet<(&[u8], u64)> =
             tickets.iter().map(|(t, _)| (&*t.object, t.req)).collect();
         let orphans: Vec<(crate::vocab::ObjectName, u64)> = l
-            .by_home
-            .get(home)
+            .of_home_by_name(home)
             .into_iter()
-            .flatten()
-            .filter(|(name, req)| !has.contains(&(&**name, *req)))
+            .filter(|(name, req)| !has.contains(&(&***name, *req)))
             .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
             .filter(|(name, req)| {
-                l.objects.get(&**name).is_some_and(|o| {
+                l.objects.get(&***name).is_some_and(|o| {
                     o.find(home, *req).is_some_and(|p| {
                         matches!(o.tickets[p].state, LeaderState::Inherited { .. })
                     })
                 })
             })
-            .cloned()
+            .map(|(name, req)| (name.clone(), req))
             .collect();
         drop(has);
         let orphans = if self.cluster.cfg.plant == Plant::KeepOrphans {

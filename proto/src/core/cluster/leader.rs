@@ -569,7 +569,7 @@ impl Core {
         }
         // Homes with tickets here, and homes with transactions here only
         // (a read-only one in flight holds no ticket).
-        let homes: BTreeSet<Id> = l.by_home.keys().cloned().chain(l.tx.homes()).collect();
+        let homes: BTreeSet<Id> = l.homes().cloned().chain(l.tx.homes()).collect();
         let silent: Vec<Id> = homes
             .iter()
             .filter(|h| **h != me)
@@ -592,11 +592,10 @@ impl Core {
                 .leader
                 .table
                 .as_ref()
-                .and_then(|l| l.by_home.get(&home))
                 .into_iter()
-                .flatten()
+                .flat_map(|l| l.of_home_by_name(&home))
                 .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
-                .cloned()
+                .map(|(name, req)| (name.clone(), req))
                 .collect();
             self.tx_forget_home(now, &home);
             if owned.is_empty() {

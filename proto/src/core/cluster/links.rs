@@ -549,7 +549,7 @@ impl Core {
         let c = &mut self.cluster;
         let keep = c.cfg.stretch(c.cfg.grace) * 4 + c.cfg.peer_timeout;
         let table = c.leader.table.as_ref();
-        let held = |id: &Id| table.is_some_and(|l| l.by_home.contains_key(id));
+        let held = |id: &Id| table.is_some_and(|l| l.has_home(id));
         c.peers.forget_old(now.mono - keep, &c.epoch.leaders, held);
     }
 

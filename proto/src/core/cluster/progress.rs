@@ -48,13 +48,15 @@ impl Core {
         if l.progress.is_empty() {
             return;
         }
-        for (name, req) in l.by_home.get(home).into_iter().flatten() {
-            if let Some(told) = l
-                .progress
-                .get_mut(name)
-                .and_then(|w| w.get_mut(&(home.clone(), *req)))
-            {
+        // The watched tickets are the waiting ones that asked: walked, not
+        // the home's tickets (held ones too, a million maybe).
+        for (name, watched) in &mut l.progress {
+            let mut again = false;
+            for (_, told) in watched.range_mut((home.clone(), 0)..=(home.clone(), u64::MAX)) {
                 *told = 0;
+                again = true;
+            }
+            if again {
                 l.progress_dirty.insert(name.clone());
             }
         }

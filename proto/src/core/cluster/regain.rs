@@ -26,22 +26,22 @@ impl Core {
             return;
         };
         let mut again = Vec::new();
-        for (name, req) in l.by_home.get(home).into_iter().flatten() {
+        for (name, req) in l.of_home_by_name(home) {
             if self.owner_of(name).as_ref() != Some(&me) {
                 continue;
             }
             let state = (l.objects.get(&**name))
-                .and_then(|o| o.find(home, *req).map(|p| o.tickets[p].state));
+                .and_then(|o| o.find(home, req).map(|p| o.tickets[p].state));
             let at = || TicketAt {
                 epoch,
                 object: name.clone(),
                 home: home.clone(),
-                req: *req,
+                req: req,
             };
             match state {
                 // A transaction's new holding: the transaction's answer
                 // says it again (its home asks again until answered).
-                Some(LeaderState::Held { .. }) if l.tx.of_set(home, *req).is_some() => {}
+                Some(LeaderState::Held { .. }) if l.tx.of_set(home, req).is_some() => {}
                 Some(LeaderState::Held { fence }) => {
                     again.push(PeerMsg::Locked { at: at(), fence })
                 }
