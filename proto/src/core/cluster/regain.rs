@@ -36,7 +36,7 @@ impl Core {
                 epoch,
                 object: name.clone(),
                 home: home.clone(),
-                req: req,
+                req,
             };
             match state {
                 // A transaction's new holding: the transaction's answer
