@@ -73,6 +73,42 @@ fn a_waiter_on_the_owner_itself_is_told_its_place() {
     assert_eq!(position(&net.wait_reply(w, AT_ONCE).expect("told")), 1);
 }
 
+/// A link between a waiter's home and the owner goes down and comes back:
+/// a place told while it was down was lost with it, so the owner tells
+/// the places of that home's waiters again.
+#[test]
+fn a_waiter_is_told_its_place_again_when_its_homes_link_comes_back() {
+    let (mut net, name) = three_ready_and_a_name_node0_owns(43);
+    let holder = net.open(0);
+    net.send(holder, &format!("LOCK object_name={name}"));
+    assert_eq!(net.wait_reply(holder, AT_ONCE).unwrap().command, "LOCKED");
+    let wait =
+        |tag: u32| format!("LOCK object_name={name};timeout=1800000500;tag={tag};progress=true");
+    let a = net.open(2);
+    net.send(a, &wait(1));
+    assert_eq!(position(&net.wait_reply(a, AT_ONCE).expect("told")), 1);
+    let b = net.open(1);
+    net.send(b, &wait(2));
+    assert_eq!(position(&net.wait_reply(b, AT_ONCE).expect("told")), 2);
+
+    // b's place changes while its home cannot hear it.
+    net.cut(0, 1);
+    net.close(a);
+    net.run_for(AT_ONCE);
+    assert!(net.wait_reply(b, AT_ONCE).is_none(), "lost with the link");
+    net.join(0, 1);
+    let got = net
+        .wait_reply(b, Duration::from_secs(3))
+        .expect("told again");
+    assert_eq!((position(&got), got.get_str("tag")), (1, Some("2")));
+    // Still the holder's; b is next.
+    net.send(holder, &format!("UNLOCK object_name={name}"));
+    assert_eq!(
+        net.wait_reply(b, AT_ONCE).expect("granted").command,
+        "LOCKED"
+    );
+}
+
 #[test]
 fn a_waiter_after_losing_two_leaders_is_told_the_lock_delay_and_its_end() {
     let mut net = Net::new(5, 7);
