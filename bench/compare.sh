@@ -5,6 +5,9 @@
 #   bench/compare.sh                 all four workloads, 10 s x 3 reps each
 #   DURATION=3 REPS=1 bench/compare.sh
 #   AGENT_ARGS="-c my.conf" bench/compare.sh      extra snaplockd options
+#   WAIT=read bench/compare.sh       how lockgen's snaplock clients wait for a
+#                                    reply (lockgen --wait): poll [default], as
+#                                    snaplock's client libraries do, or read
 #
 # It builds snaplockd (release) and lockgen (into target/lockgen), starts
 # snaplockd on a socket in a temporary directory, runs compare.sh (which
@@ -39,6 +42,10 @@ target/release/snaplockd --socket "$work/snaplock.sock" --log-level warn ${AGENT
 agent_pid=$!
 for _ in $(seq 100); do [ -S "$work/snaplock.sock" ] && break; sleep 0.05; done
 [ -S "$work/snaplock.sock" ] || { echo "bench/compare.sh: snaplockd did not start" >&2; exit 1; }
+
+WAIT=${WAIT:-poll}
+case "$WAIT" in read | poll) ;; *) echo "WAIT: read or poll, not $WAIT" >&2; exit 2 ;; esac
+export LINE_ARGS="--wait $WAIT ${LINE_ARGS:-}"
 
 mkdir -p bench/results
 export OUT=${OUT:-$top/bench/results/compare-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
