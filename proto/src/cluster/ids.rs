@@ -76,7 +76,9 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 /// tables (a handover's million tickets): fixed, since the core draws
 /// nothing from the system, and quick on short keys. `finish` mixes the
 /// bits (MurmurHash3's finalizer), so that the table's low bits depend on
-/// every byte. Keys come from authenticated peers only.
+/// every byte. Keys come from authenticated peers, or are clients' names
+/// in a table of bounded size (the busiest names), where names made to
+/// collide cost a walk of that size at worst.
 #[derive(Clone, Copy, Debug)]
 pub struct Fnv(u64);
 

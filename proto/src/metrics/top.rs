@@ -21,8 +21,9 @@ pub(crate) struct TopNames {
     capacity: usize,
     /// Looked up on every request, never walked: hashed, not ordered. The
     /// hash is fixed (the core draws nothing from the world); names are
-    /// the clients' choice, but at most `capacity` are kept, so even names
-    /// made to collide cost a bounded walk.
+    /// the clients' choice, but at most `capacity` are kept (400 at most,
+    /// `metrics_top_names` × 4), so even names made to collide cost a walk
+    /// of that many at worst.
     counts: HashMap<ObjectName, u64, BuildHasherDefault<Fnv>>,
     by_count: BTreeSet<(u64, ObjectName)>,
 }
