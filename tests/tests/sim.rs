@@ -27,7 +27,7 @@ mod checker;
 #[path = "sim/seeds.rs"]
 mod seeds;
 
-use seeds::{CARRY_BY_ANSWER, FIXED, R1_FIXED, RESTART_S2};
+use seeds::{CARRY_BY_ANSWER, FIXED, R1_FIXED, RESTART_S2, TX_FIXED};
 
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;
@@ -330,6 +330,18 @@ fn seeds_that_once_failed_stay_clean() {
             "seed {seed} ({what}) fails again: {report}\n  replay: {}",
             sim::replay_command(seed)
         );
+    }
+}
+
+#[test]
+fn transaction_seeds_that_once_failed_stay_clean() {
+    for (seed, what) in TX_FIXED {
+        let opts = Options {
+            transactions: true,
+            ..options(seed)
+        };
+        let report = sim::run_explained(&opts);
+        assert!(report.ok(), "seed {seed} ({what}) fails again: {report}");
     }
 }
 

@@ -8,8 +8,11 @@
 //!   agent, within [`BOUND`];
 //! - L5: no name stays taken by nobody: a ticket that blocks its object on
 //!   its owner while its home has no such request (the home released it,
-//!   or restarted) when the probes start is gone when they end, some 20 s
-//!   later.
+//!   or restarted) at every step of the probes, from their start to their
+//!   end some 20 s later, is reported. Looked at once at each end only, a
+//!   transaction's holding is caught twice in passing: the owner has it a
+//!   moment before its home is told of it, and a moment after the home is
+//!   told it is deleted (the owner drops it at the home's `TXACK`).
 //!
 //! Probe grants go through the checker like any other.
 
@@ -44,13 +47,21 @@ pub(super) struct Probes {
     next_tag: i64,
     handover: Option<(i64, i64)>,
     released_at: u64,
-    /// L5: the tickets held by nobody when the probes started.
+    /// L5: the tickets held by nobody when the probes started, and at
+    /// every step since.
     orphans: std::collections::BTreeSet<(Vec<u8>, String, u64)>,
 }
 
 impl Probes {
     /// Takes the window's probes one step further.
     pub fn step(&mut self, world: &mut World, step: ProbeStep) {
+        // L5: only what stays orphaned at every step of the window counts
+        // (the last step, `Close`, looks once more and reports).
+        let midway = !matches!(step, ProbeStep::Start { .. } | ProbeStep::Close { .. });
+        if midway && self.window == step.window() && !self.orphans.is_empty() {
+            let now = orphans(world);
+            self.orphans.retain(|o| now.contains(o));
+        }
         match step {
             ProbeStep::Start { window } => {
                 *self = Probes {

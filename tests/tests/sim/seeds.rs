@@ -269,3 +269,13 @@ pub const RESTART_S2: [u64; 18] = [
     31006077, 31006261, 1161, 4382, 4386, 5080, 8067, 8121, 15052, 19029, 7309117, 7315568,
     7317455, 7317739, 7403240, 7403522, 7404260, 7406724,
 ];
+
+/// Runs with transactions that once broke a property (or the checker),
+/// each with what it found; they must stay clean.
+pub const TX_FIXED: [(u64, &str); 1] = [(
+    2689,
+    "L5 in passing: a holding the owner had a moment before its home was \
+     told of it when the probes started, and still had a moment after its \
+     home was told of its deletion when they ended (the checker now asks \
+     for the orphan at every step of the window)",
+)];
