@@ -272,10 +272,18 @@ pub const RESTART_S2: [u64; 18] = [
 
 /// Runs with transactions that once broke a property (or the checker),
 /// each with what it found; they must stay clean.
-pub const TX_FIXED: [(u64, &str); 1] = [(
-    2689,
-    "L5 in passing: a holding the owner had a moment before its home was \
-     told of it when the probes started, and still had a moment after its \
-     home was told of its deletion when they ended (the checker now asks \
-     for the orphan at every step of the window)",
-)];
+pub const TX_FIXED: [(u64, &str); 2] = [
+    (
+        2689,
+        "L5 in passing: a holding the owner had a moment before its home was \
+         told of it when the probes started, and still had a moment after its \
+         home was told of its deletion when they ended (the checker now asks \
+         for the orphan at every step of the window)",
+    ),
+    (
+        6372,
+        "T2: a set refused by a deleted variable whose home fell silent before \
+         its TXACK: forgetting the home's transactions ran the queued one \
+         before the home's holdings were dropped",
+    ),
+];

@@ -597,15 +597,13 @@ impl Core {
                 .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
                 .map(|(name, req)| (name.clone(), req))
                 .collect();
-            self.tx_forget_home(now, &home);
-            if owned.is_empty() {
-                continue;
+            if !owned.is_empty() {
+                log::info!(
+                    "{} silent for {release_delay:?}: its {} tickets are dropped",
+                    crate::cluster::Cluster::name_of(&home),
+                    owned.len()
+                );
             }
-            log::info!(
-                "{} silent for {release_delay:?}: its {} tickets are dropped",
-                crate::cluster::Cluster::name_of(&home),
-                owned.len()
-            );
             for (name, req) in owned {
                 let l = self.cluster.leader.table.as_mut().expect("leader");
                 if let Some(t) = l.remove(&name, &home, req) {
@@ -614,6 +612,12 @@ impl Core {
                 }
                 touched.insert(name);
             }
+            // Its transactions after its tickets: forgetting them runs the
+            // transactions queued behind them, which must find the home's
+            // holdings gone (a variable it deleted, waiting only for its
+            // TXACK, would refuse a later `set` that the order of fences
+            // says found it free: T2).
+            self.tx_forget_home(now, &home);
         }
         let l = self.cluster.leader.table.as_mut().expect("leader");
         let mut late = Vec::new();
