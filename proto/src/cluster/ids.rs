@@ -1,7 +1,7 @@
 //! Agent ids, the leaders' sort order, and the small deterministic helpers
 //! (hash, random numbers) the cluster needs without any OS facility.
 
-use std::hash::Hasher;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 
 /// Priority written in an id for `candidate_priority=off`.
@@ -81,6 +81,9 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 /// collide cost a walk of that size at worst.
 #[derive(Clone, Copy, Debug)]
 pub struct Fnv(u64);
+
+/// A hash table with the fixed hasher [`Fnv`].
+pub(crate) type FixedMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 impl Default for Fnv {
     fn default() -> Fnv {

@@ -284,7 +284,7 @@ impl LeaderTable {
     }
 
     /// The tickets of `home` here, as (name, request), by request.
-    pub fn of_home(&self, home: &Id) -> impl Iterator<Item = (&ObjectName, u64)> {
+    fn of_home(&self, home: &Id) -> impl Iterator<Item = (&ObjectName, u64)> {
         (self.by_home.get(home).into_iter().flatten()).map(|(req, name)| (name, *req))
     }
 

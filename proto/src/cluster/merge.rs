@@ -2,18 +2,14 @@
 //! (docs/cluster.md "Handover"): which tickets the state holds, with which
 //! fences, in which order.
 
+use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 
 use super::Id;
 use super::batch::ReportedTicket;
 use super::handover::Report;
-use super::ids::Fnv;
-
-/// A hash table with a fixed hasher: the core draws nothing from the
-/// system, and the keys are peers' reports.
-type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+use super::ids::FixedMap;
 
 /// Every ticket held in the new epoch, once each with the largest fence
 /// any report gives it, in key order (object, home, req), and the largest

@@ -9,10 +9,9 @@
 //! `total / capacity` times is counted. Counts only grow: a name evicted
 //! and seen again starts above where it was, so its series is a counter.
 
-use std::collections::{BTreeSet, HashMap};
-use std::hash::BuildHasherDefault;
+use std::collections::BTreeSet;
 
-use crate::cluster::ids::Fnv;
+use crate::cluster::ids::FixedMap;
 use crate::vocab::ObjectName;
 
 /// The counted names, by name and by count.
@@ -24,7 +23,7 @@ pub(crate) struct TopNames {
     /// the clients' choice, but at most `capacity` are kept (400 at most,
     /// `metrics_top_names` × 4), so even names made to collide cost a walk
     /// of that many at worst.
-    counts: HashMap<ObjectName, u64, BuildHasherDefault<Fnv>>,
+    counts: FixedMap<ObjectName, u64>,
     by_count: BTreeSet<(u64, ObjectName)>,
 }
 
