@@ -27,8 +27,146 @@ impl fmt::Display for PeerId {
     }
 }
 
-/// An object name, shared between the table and its timers.
-pub type ObjectName = Arc<[u8]>;
+/// An object name, shared between the tables and their timers, with its
+/// FNV-1a hash computed once.
+///
+/// Names order by that hash first and by their bytes only when two hashes
+/// are equal: a table search compares the numbers kept beside each name
+/// in the tree's nodes instead of reading every name it passes, and names
+/// sharing a long prefix (`db/table/row17`) part at once. The order is
+/// the same on every agent and every platform, like the hash, but it is
+/// not the order of the bytes: what a user reads sorted by name is sorted
+/// by [`ObjectName::as_bytes`] where it is written.
+///
+/// A transaction's variable ([`var_object`]) keeps 0 for its hash, so the
+/// variables come first in a table, in the order of their bytes (a lock's
+/// name, whose first byte is never NUL, sorts after them even if its hash
+/// is 0).
+#[derive(Clone)]
+pub struct ObjectName {
+    hash: u64,
+    bytes: Arc<[u8]>,
+}
+
+impl ObjectName {
+    /// The name `bytes`, copied once.
+    pub fn new(bytes: &[u8]) -> ObjectName {
+        ObjectName {
+            hash: name_hash(bytes),
+            bytes: Arc::from(bytes),
+        }
+    }
+
+    /// FNV-1a of the name's bytes ([`fnv1a64`]); 0 for a variable's
+    /// object.
+    pub fn hash64(&self) -> u64 {
+        self.hash
+    }
+
+    /// The name's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl std::ops::Deref for ObjectName {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl AsRef<[u8]> for ObjectName {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl From<&[u8]> for ObjectName {
+    fn from(bytes: &[u8]) -> ObjectName {
+        ObjectName::new(bytes)
+    }
+}
+
+impl From<Vec<u8>> for ObjectName {
+    fn from(bytes: Vec<u8>) -> ObjectName {
+        ObjectName {
+            hash: name_hash(&bytes),
+            bytes: Arc::from(bytes),
+        }
+    }
+}
+
+impl From<&str> for ObjectName {
+    fn from(s: &str) -> ObjectName {
+        ObjectName::new(s.as_bytes())
+    }
+}
+
+impl PartialEq for ObjectName {
+    fn eq(&self, other: &ObjectName) -> bool {
+        self.hash == other.hash
+            && (Arc::ptr_eq(&self.bytes, &other.bytes) || self.bytes == other.bytes)
+    }
+}
+
+impl Eq for ObjectName {}
+
+impl PartialOrd for ObjectName {
+    fn partial_cmp(&self, other: &ObjectName) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ObjectName {
+    fn cmp(&self, other: &ObjectName) -> std::cmp::Ordering {
+        self.hash.cmp(&other.hash).then_with(|| {
+            if Arc::ptr_eq(&self.bytes, &other.bytes) {
+                std::cmp::Ordering::Equal
+            } else {
+                self.bytes.cmp(&other.bytes)
+            }
+        })
+    }
+}
+
+impl std::hash::Hash for ObjectName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        if self.hash == 0 {
+            state.write(&self.bytes); // the variables, whose hash is 0
+        } else {
+            state.write_u64(self.hash);
+        }
+    }
+}
+
+/// What an [`ObjectName`] keeps for its hash.
+fn name_hash(bytes: &[u8]) -> u64 {
+    if bytes.first() == Some(&VAR_OBJECT) {
+        0
+    } else {
+        fnv1a64(bytes)
+    }
+}
+
+impl fmt::Debug for ObjectName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.bytes, f)
+    }
+}
+
+/// FNV-1a, 64 bits, of `bytes`: the same on every agent and every
+/// platform. It orders [`ObjectName`]s and chooses the leader that owns
+/// an object.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
 
 /// The first byte of the object name a transaction's variable takes in the
 /// tables of a cluster: no client's lock may name an object that starts

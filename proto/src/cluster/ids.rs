@@ -64,13 +64,7 @@ pub fn candidate_key(id: &str, is_leader: bool) -> String {
     }
 }
 
-/// FNV-1a, 64 bits: which leader owns an object. The same on every agent
-/// and every platform.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h = Fnv::default();
-    h.write(bytes);
-    h.0
-}
+pub use crate::vocab::fnv1a64;
 
 /// FNV-1a as a [`std::hash::Hasher`] for the core's large hash
 /// tables (a handover's million tickets): fixed, since the core draws

@@ -396,7 +396,7 @@ impl LeaderTable {
     /// Ticket `req` of `home` on object `name`.
     pub(crate) fn ticket_mut(
         &mut self,
-        name: &[u8],
+        name: &ObjectName,
         home: &str,
         req: u64,
     ) -> Option<&mut LeaderTicket> {
@@ -406,7 +406,7 @@ impl LeaderTable {
     }
 
     /// Ticket `req` of `home` on `name` is no longer told its position.
-    pub fn forget_progress(&mut self, name: &[u8], home: &Id, req: u64) {
+    pub fn forget_progress(&mut self, name: &ObjectName, home: &Id, req: u64) {
         if let Some(p) = self.progress.get_mut(name) {
             p.remove(&(home.clone(), req));
             if p.is_empty() {
@@ -646,7 +646,7 @@ mod tests {
         assert_eq!(l.base, 1000);
         assert_eq!(l.delay_until, Some(Time::from_micros(8_000_000)));
         assert_eq!(homes.iter().map(|h| &**h).collect::<Vec<_>>(), ["h1", "h2"]);
-        let of = |name: &str| &l.objects[name.as_bytes()].tickets[0];
+        let of = |name: &str| &l.objects[&ObjectName::from(name)].tickets[0];
         assert_eq!((of("a").number, of("c").number, of("b").number), (1, 2, 3));
         assert_eq!(of("b").state, LeaderState::Inherited { fence: 30 });
         assert_eq!(of("b").has_ticket, 0b111, "every leader has every ticket");

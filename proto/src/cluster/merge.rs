@@ -12,7 +12,8 @@ use super::handover::Report;
 use super::ids::FixedMap;
 
 /// Every ticket held in the new epoch, once each with the largest fence
-/// any report gives it, in key order (object, home, req), and the largest
+/// any report gives it, in key order (object, home, req: the tables'
+/// order, so that installing them sorts nothing), and the largest
 /// floor reported. From the tables of the leaders ready in the latest
 /// epoch any reporter was ready in (older tables were superseded by that
 /// epoch's state) and the homes' held requests; the home is the authority
@@ -99,7 +100,7 @@ pub(crate) fn merge_held(reports: &BTreeMap<Id, Report>) -> (Vec<(&ReportedTicke
         .map(|s| (s.t, s.fence))
         .collect();
     held.sort_unstable_by(|(a, _), (b, _)| {
-        (&a.object[..], &*a.home, a.req).cmp(&(&b.object[..], &*b.home, b.req))
+        (&a.object, &*a.home, a.req).cmp(&(&b.object, &*b.home, b.req))
     });
     (held, floor)
 }
@@ -150,15 +151,24 @@ mod tests {
         }
     }
 
-    /// What the state holds: (object, home, req, fence), in its order.
+    /// What the state holds: (object, home, req, fence), sorted by the
+    /// names' bytes; the state itself comes in the tables' order.
     fn merged(reports: &BTreeMap<Id, Report>) -> Vec<(String, String, u64, u64)> {
         let (held, _) = merge_held(reports);
-        held.iter()
+        let key = |t: &ReportedTicket| (t.object.clone(), t.home.clone(), t.req);
+        assert!(
+            held.windows(2).all(|w| key(w[0].0) < key(w[1].0)),
+            "in the tables' order, each key once"
+        );
+        let mut out: Vec<_> = held
+            .iter()
             .map(|(t, f)| {
                 let o = String::from_utf8(t.object.to_vec()).unwrap();
                 (o, t.home.to_string(), t.req, *f)
             })
-            .collect()
+            .collect();
+        out.sort();
+        out
     }
 
     #[test]

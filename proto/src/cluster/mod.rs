@@ -29,6 +29,7 @@ pub use config::{ClusterConfig, Plant};
 pub use persist::Persisted;
 
 use crate::time::{Now, Time};
+use crate::vocab::ObjectName;
 
 /// An agent's id, `PP|RANDOM|ADDRESS|PID|NAME`.
 pub(crate) type Id = Arc<str>;
@@ -244,6 +245,16 @@ impl Cluster {
         }
         let hashed = crate::vocab::split_var_object(object).map_or(object, |(ns, _)| ns);
         Some((ids::fnv1a64(hashed) % self.epoch.leaders.len() as u64) as usize)
+    }
+
+    /// [`Cluster::owner_index`] of a name whose hash is known (a
+    /// variable's object, whose hash is kept as 0, is hashed here).
+    pub fn owner_index_of(&self, name: &ObjectName) -> Option<usize> {
+        if name.hash64() == 0 {
+            return self.owner_index(name);
+        }
+        let n = self.epoch.leaders.len() as u64;
+        (n > 0).then(|| (name.hash64() % n) as usize)
     }
 
     /// The server name in an id.

@@ -18,7 +18,7 @@ use super::ltable::{LeaderObject, LeaderState, LeaderTable};
 use super::msg::view::{LIST_BYTES, LIST_ENTRIES};
 use super::msg::{ListEntry, Listed};
 use crate::time::{Now, Time, UnixTime};
-use crate::vocab::ClientId;
+use crate::vocab::{ClientId, ObjectName};
 
 /// Most cluster-wide lists in flight on one agent; a client asking for
 /// one more is answered at once (`error=overflow`).
@@ -114,7 +114,7 @@ pub(crate) fn owner_list(
     let one;
     let objects: Box<dyn Iterator<Item = (&[u8], &LeaderObject)>> = match object {
         Some(name) => {
-            one = l.objects.get_key_value(name);
+            one = l.objects.get_key_value(&ObjectName::new(name));
             Box::new(one.into_iter().map(|(n, o)| (&**n, o)))
         }
         None => Box::new(l.objects.iter().map(|(n, o)| (&**n, o))),

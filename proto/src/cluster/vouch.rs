@@ -279,13 +279,13 @@ impl Cluster {
     /// when the owner is not in it. A lock this agent held when it moved to
     /// this epoch keeps what its former owner vouched for until the new
     /// owner answers soon enough (`Core::carry_over`).
-    pub(crate) fn object_vouched_from(&self, object: &[u8], now: Time) -> Option<Time> {
+    pub(crate) fn object_vouched_from(&self, object: &ObjectName, now: Time) -> Option<Time> {
         let c = self;
         let majority = c.home.last_ok?;
         if let Some(l) = c.home.carried.locks.get(object) {
             return Some(majority.min(l.at));
         }
-        let Some(i) = c.owner_index(object) else {
+        let Some(i) = c.owner_index_of(object) else {
             return Some(majority);
         };
         let owner = &c.epoch.leaders[i];
@@ -454,7 +454,7 @@ mod tests {
     fn owned_by(c: &Cluster, index: usize) -> ObjectName {
         (0u32..)
             .map(|i| ObjectName::from(format!("o{i}").as_bytes()))
-            .find(|n| c.owner_index(n) == Some(index))
+            .find(|n| c.owner_index_of(n) == Some(index))
             .unwrap()
     }
 

@@ -339,8 +339,7 @@ impl Core {
         client: ClientId,
         target: &Target,
     ) -> Result<Option<(ObjectName, TicketId)>, Refusal> {
-        let Some((name, object)) = self.table.objects.get_key_value(target.object.as_slice())
-        else {
+        let Some((name, object)) = self.table.objects.get_key_value(&target.object) else {
             return Ok(None);
         };
         let ticket = match target.pid {
@@ -521,7 +520,7 @@ impl Core {
         let mut list = String::new();
         let (objects, mut left): (Box<dyn Iterator<Item = _>>, _) = match only {
             Some(o) => {
-                let one = self.table.objects.get_key_value(o);
+                let one = self.table.objects.get_key_value(&ObjectName::new(o));
                 (
                     Box::new(one.into_iter()),
                     one.map_or(0, |(_, o)| o.tickets.len()),
@@ -532,11 +531,14 @@ impl Core {
                 self.table.ticket_count(),
             ),
         };
-        for (looked, (name, object)) in objects.enumerate() {
-            if looked >= crate::cluster::view::SCAN_OBJECTS {
-                let _ = writeln!(list, "... and {left} more tickets");
-                return list;
-            }
+        // The table keeps names in the order of their hashes; the lines go
+        // in the order of the names' bytes.
+        let scan = crate::cluster::view::SCAN_OBJECTS;
+        let mut objects: Vec<_> = objects.take(scan + 1).collect();
+        let cut = objects.len() > scan;
+        objects.truncate(scan);
+        objects.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        for (name, object) in objects {
             if crate::vocab::split_var_object(name).is_some() || !self.may_list(client, name) {
                 // A transaction's variable is not a lock; a name the client
                 // may not lock is not shown to it.
@@ -580,6 +582,9 @@ impl Core {
                     t.key,
                 );
             }
+        }
+        if cut {
+            let _ = writeln!(list, "... and {left} more tickets");
         }
         list
     }
@@ -628,8 +633,9 @@ impl Core {
             msg.set("peers", self.peers_info(now));
         }
         // In a cluster, this agent's sessions' variables are tickets of its
-        // table, on objects that start with NUL (so first in order): they
-        // are counted as variables, not as locks.
+        // table, on objects that start with NUL (first in the table's
+        // order, see `ObjectName`): they are counted as variables, not as
+        // locks.
         let (var_objects, var_tickets) = self
             .table
             .objects

@@ -138,7 +138,7 @@ impl Core {
         }
         if self
             .cluster
-            .owner_index(&at.object)
+            .owner_index_of(&at.object)
             .map(|i| &self.cluster.epoch.leaders[i])
             != Some(from)
         {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::time::{Now, UnixTime, parse_duration};
-use crate::vocab::{Kind, Mode, Policy, Refusal, parse_i64, parse_u64};
+use crate::vocab::{Kind, Mode, ObjectName, Policy, Refusal, parse_i64, parse_u64};
 use crate::wire::Message;
 
 /// Longest object name accepted, in bytes.
@@ -26,7 +26,7 @@ pub const MAX_LIMIT: u32 = 1_000_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// The object, exactly as sent.
-    pub object: Vec<u8>,
+    pub object: ObjectName,
     /// `pid=`, when given.
     pub pid: Option<u64>,
     /// `tag=`, echoed in the replies.
@@ -61,7 +61,7 @@ pub struct LockRequest {
 /// still carries `object_name` and `tag`.
 pub fn decode_target(msg: &Message) -> Result<Target, (Refusal, Target)> {
     let mut target = Target {
-        object: msg.get("object_name").unwrap_or_default().to_vec(),
+        object: ObjectName::new(msg.get("object_name").unwrap_or_default()),
         pid: None,
         tag: None,
     };
@@ -84,7 +84,7 @@ pub fn decode_target(msg: &Message) -> Result<Target, (Refusal, Target)> {
         ));
     }
     if target.object.len() > MAX_OBJECT_NAME {
-        target.object.truncate(64);
+        target.object = ObjectName::new(&target.object[..64]);
         return Err((
             Refusal::invalid(format!(
                 "object_name is longer than {MAX_OBJECT_NAME} bytes"

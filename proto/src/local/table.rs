@@ -17,7 +17,6 @@
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::ticket::{View, who_may_hold};
@@ -157,9 +156,10 @@ impl Table {
 
     /// The shared name of `object` if it is in the table, else a new one.
     pub fn intern(&self, object: &[u8]) -> ObjectName {
-        match self.objects.get_key_value(object) {
+        let name = ObjectName::new(object);
+        match self.objects.get_key_value(&name) {
             Some((k, _)) => k.clone(),
-            None => Arc::from(object),
+            None => name,
         }
     }
 

@@ -52,7 +52,7 @@ impl Core {
             .entry(home.clone())
             .or_insert(now.mono);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
-        let name = match l.objects.get_key_value(&object[..]) {
+        let name = match l.objects.get_key_value(&object) {
             Some((_, o)) if o.find(&home, req).is_some() => return Ok(()),
             Some((k, _)) => k.clone(),
             None => object,
@@ -78,7 +78,7 @@ impl Core {
         at: TicketAt,
         fence: u64,
     ) -> Result<(), BadField> {
-        let (object, home, req) = (&*at.object, &*at.home, at.req);
+        let (object, home, req) = (&at.object, &*at.home, at.req);
         if self.owner_of(object).as_deref() != Some(&**from) {
             return Err(BadField("object_name (sender is not its owner)"));
         }

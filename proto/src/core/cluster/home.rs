@@ -37,7 +37,7 @@ impl Core {
                 refused,
             },
         );
-        let Some(i) = self.cluster.owner_index(name) else {
+        let Some(i) = self.cluster.owner_index_of(name) else {
             return; // no leaders yet: sent once there are
         };
         let owner = self.cluster.epoch.leaders[i].clone();
@@ -78,7 +78,7 @@ impl Core {
     /// A ticket left this agent's table: its owner is told.
     pub(crate) fn home_released(&mut self, name: &ObjectName, t: &Ticket) {
         self.cluster.home.submitted.remove(&t.id);
-        let Some(i) = self.cluster.owner_index(name) else {
+        let Some(i) = self.cluster.owner_index_of(name) else {
             return;
         };
         let owner = self.cluster.epoch.leaders[i].clone();
@@ -110,7 +110,7 @@ impl Core {
         at: TicketAt,
         answer: Result<u64, (&'static str, String)>,
     ) -> Result<(), BadField> {
-        let (object, req) = (&*at.object, at.req);
+        let (object, req) = (&at.object, at.req);
         if *at.home != *self.cluster.me {
             return Err(BadField("home"));
         }
@@ -176,7 +176,7 @@ impl Core {
         if *at.home != *self.cluster.me {
             return Err(BadField("home"));
         }
-        let has = (self.table.objects.get(&at.object[..]))
+        let has = (self.table.objects.get(&at.object))
             .is_some_and(|o| o.position(TicketId(at.req)).is_some());
         if !has {
             self.give_back(from, at.object, at.req);

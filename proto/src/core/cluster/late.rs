@@ -13,6 +13,7 @@ use crate::cluster::msg::{BadField, Part, PeerMsg};
 use crate::cluster::{Cluster, Id};
 use crate::core::Core;
 use crate::time::Now;
+use crate::vocab::ObjectName;
 use std::collections::BTreeSet;
 
 impl Core {
@@ -93,7 +94,7 @@ impl Core {
             }
             let known = l
                 .objects
-                .get(&*t.object)
+                .get(&t.object)
                 .and_then(|o| o.find(home, t.req).map(|p| o.tickets[p].state))
                 .is_some_and(|s| {
                     matches!(s, LeaderState::Held { fence } | LeaderState::Inherited { fence } if fence == t.fence)
@@ -110,15 +111,15 @@ impl Core {
             );
             return;
         }
-        let has: BTreeSet<(&[u8], u64)> =
-            tickets.iter().map(|(t, _)| (&*t.object, t.req)).collect();
-        let orphans: Vec<(crate::vocab::ObjectName, u64)> = l
+        let has: BTreeSet<(&ObjectName, u64)> =
+            tickets.iter().map(|(t, _)| (&t.object, t.req)).collect();
+        let orphans: Vec<(ObjectName, u64)> = l
             .of_home_by_name(home)
             .into_iter()
-            .filter(|(name, req)| !has.contains(&(&***name, *req)))
+            .filter(|(name, req)| !has.contains(&(*name, *req)))
             .filter(|(name, _)| self.owner_of(name).as_ref() == Some(&me))
             .filter(|(name, req)| {
-                l.objects.get(&***name).is_some_and(|o| {
+                l.objects.get(*name).is_some_and(|o| {
                     o.find(home, *req).is_some_and(|p| {
                         matches!(o.tickets[p].state, LeaderState::Inherited { .. })
                     })
@@ -157,7 +158,7 @@ impl Core {
     /// holds it, so it does not stand in the way of counting the report
     /// (one-computer seed 4357: a client closed between the report and its
     /// weighing, and its agent, never counted, revoked every lock).
-    pub(crate) fn note_released(&mut self, home: &Id, object: &[u8], req: u64) {
+    pub(crate) fn note_released(&mut self, home: &Id, object: &ObjectName, req: u64) {
         let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
         };

@@ -50,7 +50,15 @@ impl Core {
         c.epoch.leaders.iter().position(|l| *l == c.me)
     }
 
-    pub(super) fn owner_of(&self, object: &[u8]) -> Option<Id> {
+    /// The leader that owns `object` in this epoch (none before leaders
+    /// are known).
+    pub(super) fn owner_of(&self, object: &ObjectName) -> Option<Id> {
+        let c = &self.cluster;
+        c.owner_index_of(object).map(|i| c.epoch.leaders[i].clone())
+    }
+
+    /// [`Core::owner_of`] an object's bytes, its hash not known.
+    pub(super) fn owner_of_bytes(&self, object: &[u8]) -> Option<Id> {
         let c = &self.cluster;
         c.owner_index(object).map(|i| c.epoch.leaders[i].clone())
     }
@@ -204,7 +212,7 @@ impl Core {
             progress,
             ..
         } = lock;
-        let object = &*sent;
+        let object = &sent;
         if self.owner_of(object).as_ref() != Some(&self.cluster.me) {
             return Err(BadField("object_name (not owned here)"));
         }
@@ -313,7 +321,7 @@ impl Core {
     }
 
     /// The home released (or cancelled) ticket `req`.
-    pub(crate) fn owner_release(&mut self, now: Now, object: &[u8], home: &Id, req: u64) {
+    pub(crate) fn owner_release(&mut self, now: Now, object: &ObjectName, home: &Id, req: u64) {
         let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
         };
@@ -327,7 +335,7 @@ impl Core {
         }
     }
 
-    fn next_fence(&mut self, name: &[u8]) -> u64 {
+    fn next_fence(&mut self, name: &ObjectName) -> u64 {
         let plant = self.cluster.cfg.plant;
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let o = l.objects.get_mut(name).expect("object exists");
@@ -359,7 +367,7 @@ impl Core {
             l.retry.insert(name.clone());
             return;
         }
-        let Some(o) = l.objects.get(&**name) else {
+        let Some(o) = l.objects.get(name) else {
             return;
         };
         let views: Vec<View> = o
@@ -410,7 +418,7 @@ impl Core {
         let widen_at = now.mono + self.cluster.cfg.ping_interval;
         let max_tickets = self.config.max_tickets;
         let l = self.cluster.leader.table.as_mut().expect("leader");
-        let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
+        let t = &mut l.objects.get_mut(name).expect("exists").tickets[pos];
         let to = t.has_ticket | 1 << me;
         t.state = LeaderState::Activating {
             fence,
@@ -488,7 +496,7 @@ impl Core {
             // A try request refused by a follower: refused now if that
             // settles it (see `refuse_if_busy`), not left to a retry.
             let try_once = (self.cluster.leader.table.as_ref())
-                .and_then(|l| l.objects.get(&*name))
+                .and_then(|l| l.objects.get(&name))
                 .and_then(|o| o.find(&home, at.req).map(|p| o.tickets[p].try_once));
             if try_once == Some(true) {
                 self.refuse_if_busy(now, &name, &home, at.req, true, true);
@@ -508,7 +516,7 @@ impl Core {
         // delivers the grant itself (`home_grant`): no `LOCKED` to send.
         let home_grants = self.home_grants(home);
         let l = self.cluster.leader.table.as_mut().expect("leader");
-        let Some(o) = l.objects.get_mut(&**name) else {
+        let Some(o) = l.objects.get_mut(name) else {
             return;
         };
         let Some(pos) = o.find(home, req) else { return };
@@ -702,7 +710,7 @@ impl Core {
             .leader
             .table
             .as_ref()
-            .and_then(|l| l.objects.get(&**name))
+            .and_then(|l| l.objects.get(name))
             .map(|o| {
                 o.tickets
                     .iter()

@@ -30,8 +30,8 @@ impl Core {
             if self.owner_of(name).as_ref() != Some(&me) {
                 continue;
             }
-            let state = (l.objects.get(&**name))
-                .and_then(|o| o.find(home, req).map(|p| o.tickets[p].state));
+            let state =
+                (l.objects.get(name)).and_then(|o| o.find(home, req).map(|p| o.tickets[p].state));
             let at = || TicketAt {
                 epoch,
                 object: name.clone(),

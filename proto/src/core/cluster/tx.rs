@@ -53,11 +53,11 @@ pub(super) fn var_kind(dup: bool) -> Kind {
 }
 
 /// The objects of the variables `statements` name (canonical text).
-fn named_objects(ns: &[u8], tx: &Transaction) -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = tx
+fn named_objects(ns: &[u8], tx: &Transaction) -> Vec<ObjectName> {
+    let mut out: Vec<ObjectName> = tx
         .statements
         .iter()
-        .map(|st| var_object(ns, st.op.var().as_bytes()))
+        .map(|st| ObjectName::from(var_object(ns, st.op.var().as_bytes())))
         .collect();
     out.sort();
     out.dedup();
@@ -89,7 +89,7 @@ impl Core {
         if ns.is_empty() || ns.len() > 128 || !ns.iter().all(|&b| is_valid_namespace_char(b)) {
             return Err(BadField("namespace"));
         }
-        if self.owner_of(&var_object(ns, b"")).as_ref() != Some(&self.cluster.me) {
+        if self.owner_of_bytes(&var_object(ns, b"")).as_ref() != Some(&self.cluster.me) {
             return Err(BadField("namespace (not owned here)"));
         }
         self.cluster
@@ -165,8 +165,8 @@ impl Core {
             let blocked = !acting
                 || delayed
                 || named_objects(ns, &tx).iter().any(|o| {
-                    l.tx.busy.contains_key(&o[..])
-                        || l.objects.get(&o[..]).is_some_and(|obj| {
+                    l.tx.busy.contains_key(o)
+                        || l.objects.get(o).is_some_and(|obj| {
                             obj.tickets.iter().any(|t| {
                                 matches!(t.state, LeaderState::Inherited { .. })
                                     && !l.reporters.contains(&t.home)
@@ -197,7 +197,7 @@ impl Core {
         let max_tickets = self.config.max_tickets;
         let l = self.cluster.leader.table.as_ref().expect("ready leader");
         let holders = |var: &[u8]| {
-            let o = l.objects.get(&var_object(ns, var)[..]);
+            let o = l.objects.get(&ObjectName::from(var_object(ns, var)));
             o.into_iter()
                 .flat_map(|o| o.tickets.iter())
                 .filter(|t| t.blocks())
@@ -253,12 +253,12 @@ impl Core {
             if !t.set && t.before.is_some() == t.now.is_some() {
                 continue; // only looked at
             }
-            let object = var_object(ns, var.as_bytes());
+            let object = ObjectName::from(var_object(ns, var.as_bytes()));
             let name: ObjectName = l
                 .objects
-                .get_key_value(&object[..])
-                .map_or_else(|| ObjectName::from(&object[..]), |(k, _)| k.clone());
-            let old = l.objects.get(&object[..]).and_then(|o| {
+                .get_key_value(&object)
+                .map_or_else(|| object.clone(), |(k, _)| k.clone());
+            let old = l.objects.get(&object).and_then(|o| {
                 o.tickets
                     .iter()
                     .find(|x| x.blocks() && x.home == home && *x.key == *key)
@@ -283,7 +283,7 @@ impl Core {
         for (name, req, dup) in &f.sets {
             let number = l
                 .objects
-                .get(&**name)
+                .get(name)
                 .and_then(|o| o.tickets.iter().map(|t| t.number).max())
                 .map_or(1, |n| n + 1);
             numbers.push(number);
@@ -335,11 +335,11 @@ impl Core {
         let mut at_once = Vec::new();
         for (name, req, _) in &sets {
             let l = self.cluster.leader.table.as_mut().expect("ready leader");
-            let pos = (l.objects.get(&**name))
+            let pos = (l.objects.get(name))
                 .and_then(|o| o.find(&home, *req))
                 .expect("just inserted");
             if skip_votes {
-                let t = &mut l.objects.get_mut(&**name).expect("exists").tickets[pos];
+                let t = &mut l.objects.get_mut(name).expect("exists").tickets[pos];
                 t.state = LeaderState::Held { fence };
                 continue;
             }
@@ -403,7 +403,7 @@ impl Core {
             return;
         }
         let voted = f.sets.iter().all(|(name, req, _)| {
-            l.objects.get(&**name).is_some_and(|o| {
+            l.objects.get(name).is_some_and(|o| {
                 o.find(&key.0, *req)
                     .is_some_and(|p| matches!(o.tickets[p].state, LeaderState::Held { .. }))
             })
@@ -451,7 +451,7 @@ impl Core {
         home: String,
         fence: u64,
     ) -> Result<(), BadField> {
-        if self.owner_of(&var_object(&namespace, b"")).as_ref() != Some(from) {
+        if self.owner_of_bytes(&var_object(&namespace, b"")).as_ref() != Some(from) {
             return Err(BadField("namespace (sender is not its owner)"));
         }
         let acting = self.cluster.acting(now.mono);

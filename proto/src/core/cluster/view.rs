@@ -9,7 +9,7 @@ use crate::cluster::view::{self, MAX_LISTS, Pending};
 use crate::core::Core;
 use crate::local::request::MAX_OBJECT_NAME;
 use crate::time::Now;
-use crate::vocab::ClientId;
+use crate::vocab::{ClientId, ObjectName};
 use crate::wire::Message;
 
 /// A `TICKETLIST` that lists nothing and says why.
@@ -45,7 +45,7 @@ impl Core {
         if !self.authority.is_cluster() {
             // Alone, this agent is the owner of every object.
             let entries = object
-                .and_then(|o| self.table.objects.get_key_value(o))
+                .and_then(|o| self.table.objects.get_key_value(&ObjectName::new(o)))
                 .map(|(n, o)| view::local_entries(n, o, &self.config.server_name, now))
                 .unwrap_or_default();
             let list = view::list_text(entries, false, self.config.max_list_bytes, |n| {
@@ -54,7 +54,7 @@ impl Core {
             return self.reply(client, Message::new("TICKETLIST").with("list", list));
         }
         let asked: Vec<Id> = match object {
-            Some(o) => self.owner_of(o).into_iter().collect(),
+            Some(o) => self.owner_of_bytes(o).into_iter().collect(),
             None => self.cluster.epoch.leaders.clone(),
         };
         if asked.is_empty() {

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 impl Core {
     /// Whether a client of this agent holds `object`.
-    fn holds(&self, object: &[u8]) -> bool {
+    fn holds(&self, object: &ObjectName) -> bool {
         self.table
             .objects
             .get(object)
@@ -72,7 +72,7 @@ impl Core {
                     .last_ok
                     .map_or(entry.at, |m| m.min(entry.at));
                 let mut via = entry.via.clone();
-                let left_owner = (self.cluster.owner_index(name))
+                let left_owner = (self.cluster.owner_index_of(name))
                     .map(|i| self.cluster.epoch.leaders[i].clone())
                     .filter(|o| entry.owner.as_ref() != Some(o))
                     .filter(|o| !via.iter().any(|v| v.owner == *o));
@@ -100,7 +100,7 @@ impl Core {
             };
             let owner = self
                 .cluster
-                .owner_index(name)
+                .owner_index_of(name)
                 .map(|i| self.cluster.epoch.leaders[i].clone());
             // The settle window counts from the owner's latest answer of
             // any kind: an owner that resumed from a pause answers the
@@ -185,7 +185,7 @@ impl Core {
 
     /// `object` is granted again to a client of this agent: if it held
     /// nothing, what was carried for it is gone with what it held.
-    pub(crate) fn regranted(&mut self, object: &[u8]) {
+    pub(crate) fn regranted(&mut self, object: &ObjectName) {
         if !self.cluster.home.carried.locks.is_empty() && !self.holds(object) {
             self.cluster.home.carried.locks.remove(object);
         }
@@ -272,7 +272,7 @@ impl Core {
         let mut locks = std::mem::take(&mut carried.locks);
         locks.retain(|name, lock| {
             let held = self.holds(name);
-            let Some(i) = self.cluster.owner_index(name).filter(|_| held) else {
+            let Some(i) = self.cluster.owner_index_of(name).filter(|_| held) else {
                 return false;
             };
             if answers[i].is_none() {
@@ -377,10 +377,10 @@ impl Core {
             .table
             .objects
             .iter()
-            .filter(|(n, _)| match c.home.carried.locks.get(&***n) {
+            .filter(|(n, _)| match c.home.carried.locks.get(*n) {
                 Some(l) => now.mono >= l.at + grace,
                 None => c
-                    .owner_index(n)
+                    .owner_index_of(n)
                     .is_some_and(|i| i < 8 && newly & (1 << i) != 0),
             })
             .flat_map(|(n, o)| {

@@ -46,7 +46,7 @@ impl Core {
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let state = l
             .objects
-            .get(&**object)
+            .get(object)
             .and_then(|o| o.find(home, req).map(|p| o.tickets[p].state));
         let delay = l
             .delay_until
