@@ -363,6 +363,71 @@ pub fn parse_i64(v: &[u8]) -> Option<i64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn names_order_as_one_total_order_with_the_variables_first() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        use std::collections::BTreeSet;
+        let mut rng = StdRng::seed_from_u64(0x5eed_0009);
+        // Short names over few bytes, so that names repeat and share
+        // prefixes; a quarter are variables' objects.
+        let mut names: Vec<ObjectName> = (0..3000)
+            .map(|_| {
+                let len = rng.random_range(0..6);
+                let mut v: Vec<u8> = (0..len)
+                    .map(|_| b"ab/\x00"[rng.random_range(0..4)])
+                    .collect();
+                if rng.random_range(0..4) == 0 {
+                    v = var_object(b"ns", &v);
+                }
+                ObjectName::from(v)
+            })
+            .collect();
+        for a in &names[..300] {
+            for b in &names[..300] {
+                // Equal exactly when the bytes are, and then alike to a
+                // hash table.
+                assert_eq!(a == b, a.as_bytes() == b.as_bytes());
+                assert_eq!(a.cmp(b) == std::cmp::Ordering::Equal, a == b);
+                assert_eq!(a.cmp(b), b.cmp(a).reverse());
+                if a == b {
+                    let h = |n: &ObjectName| {
+                        use std::hash::{BuildHasher, BuildHasherDefault};
+                        BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                            .hash_one(n)
+                    };
+                    assert_eq!(h(a), h(b));
+                }
+            }
+        }
+        names.sort();
+        assert!(names.windows(2).all(|w| w[0] <= w[1]), "a total order");
+        // The variables first, in the order of their bytes; then the
+        // locks' names, by hash.
+        let vars = names
+            .iter()
+            .take_while(|n| n.first() == Some(&VAR_OBJECT))
+            .count();
+        assert!(vars > 0 && vars < names.len());
+        assert!(names[vars..].iter().all(|n| n.first() != Some(&VAR_OBJECT)));
+        assert!(
+            names[..vars]
+                .windows(2)
+                .all(|w| w[0].as_bytes() <= w[1].as_bytes())
+        );
+        assert!(
+            names[vars..]
+                .windows(2)
+                .all(|w| w[0].hash64() <= w[1].hash64())
+        );
+        assert!(names[vars..].iter().all(|n| n.hash64() == fnv1a64(n)));
+        // A set of names holds each once.
+        let set: BTreeSet<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+        let mut distinct = names.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), set.len());
+    }
+
     /// What `parse_u64` must answer, one digit at a time.
     fn slow_u64(v: &[u8]) -> Option<u64> {
         if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {

@@ -458,6 +458,26 @@ mod tests {
             .unwrap()
     }
 
+    #[test]
+    fn a_names_owner_from_its_kept_hash_is_the_owner_from_its_bytes() {
+        let mut c = home_of_epoch_ten();
+        for leaders in [2, 3, 1] {
+            c.epoch.leaders = (0..leaders)
+                .map(|i| Id::from(format!("n{i}").as_str()))
+                .collect();
+            for i in 0..2000u32 {
+                let lock = format!("db/table/row{i}").into_bytes();
+                let var = crate::vocab::var_object(format!("ns{}", i % 7).as_bytes(), &lock);
+                for bytes in [lock, var] {
+                    let name = ObjectName::from(&bytes[..]);
+                    assert_eq!(c.owner_index_of(&name), c.owner_index(&bytes), "{bytes:?}");
+                }
+            }
+        }
+        c.epoch.leaders.clear();
+        assert_eq!(c.owner_index_of(&ObjectName::from(&b"x"[..])), None);
+    }
+
     fn answers(c: &mut Cluster, leader: &str, active: u64, view: u64) {
         let k = super::super::Contact {
             sent: at(active),
