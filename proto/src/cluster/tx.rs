@@ -63,6 +63,10 @@ pub(crate) struct InFlight {
     /// leader i, the owner's own included), and when they were last asked.
     pub fence_votes: u8,
     pub fence_asked: Time,
+    /// An assert found false: answered `TXFAILED` (instead of `TXDONE`)
+    /// once a majority agreed to its fence, as a read is, and forgotten
+    /// then (its home acknowledges no failure).
+    pub failed: Option<crate::local::tx::TxRefusal>,
 }
 
 impl InFlight {

@@ -272,7 +272,7 @@ pub const RESTART_S2: [u64; 18] = [
 
 /// Runs with transactions that once broke a property (or the checker),
 /// each with what it found; they must stay clean.
-pub const TX_FIXED: [(u64, &str); 2] = [
+pub const TX_FIXED: [(u64, &str); 5] = [
     (
         2689,
         "L5 in passing: a holding the owner had a moment before its home was \
@@ -285,5 +285,18 @@ pub const TX_FIXED: [(u64, &str); 2] = [
         "T2: a set refused by a deleted variable whose home fell silent before \
          its TXACK: forgetting the home's transactions ran the queued one \
          before the home's holdings were dropped",
+    ),
+    (
+        15235,
+        "S6: an owner back from a pause dropped its silent homes' tickets (the \
+         DROPTICKETs lost with the links) and ran a re-sent transaction again; \
+         its holding, numbered as before but now exclusive, was voted for by a \
+         follower that still had the old shared one beside another shared vote",
+    ),
+    (15168, "S6: the same, the follower being the holding's home"),
+    (
+        13781,
+        "T3: an owner cut off in an older epoch answered a failed assert from \
+         its table after the newer epoch had deleted the variable",
     ),
 ];

@@ -53,8 +53,23 @@ impl Core {
             .or_insert(now.mono);
         let l = self.cluster.leader.table.as_mut().expect("ready leader");
         let name = match l.objects.get_key_value(&object) {
-            Some((_, o)) if o.find(&home, req).is_some() => return Ok(()),
-            Some((k, _)) => k.clone(),
+            Some((k, o)) => match o.find(&home, req).map(|p| &o.tickets[p]) {
+                // The same ticket sent again (a question lost with a link):
+                // its vote stands.
+                Some(x) if x.kind == t.kind && x.key == t.key => return Ok(()),
+                // Another ticket under the same request: the owner dropped
+                // the one this replica has (a transaction run again after
+                // its home went silent numbers its holdings the same) and
+                // its DROPTICKET, sent before this on the link, was lost
+                // with a link. Its vote ends as that DROPTICKET would have
+                // ended it: a vote is for the ticket the owner has.
+                Some(_) => {
+                    let k = k.clone();
+                    l.remove(&k, &home, req);
+                    k
+                }
+                None => k.clone(),
+            },
             None => object,
         };
         l.insert(&name, t);
