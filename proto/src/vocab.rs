@@ -160,7 +160,14 @@ impl fmt::Debug for ObjectName {
 /// platform. It orders [`ObjectName`]s and chooses the leader that owns
 /// an object.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a_extend(FNV1A_OFFSET, bytes)
+}
+
+/// FNV-1a's starting value.
+pub(crate) const FNV1A_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a state `h` after `bytes`.
+pub(crate) fn fnv1a_extend(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);

@@ -81,16 +81,13 @@ pub(crate) type FixedMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefa
 
 impl Default for Fnv {
     fn default() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
+        Fnv(crate::vocab::FNV1A_OFFSET)
     }
 }
 
 impl Hasher for Fnv {
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
+        self.0 = crate::vocab::fnv1a_extend(self.0, bytes);
     }
 
     fn write_u64(&mut self, n: u64) {

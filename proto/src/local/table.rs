@@ -154,13 +154,12 @@ impl Table {
         self.tickets
     }
 
-    /// The shared name of `object` if it is in the table, else a new one.
-    pub fn intern(&self, object: &[u8]) -> ObjectName {
-        let name = ObjectName::new(object);
-        match self.objects.get_key_value(&name) {
-            Some((k, _)) => k.clone(),
-            None => name,
-        }
+    /// The table's own copy of `name` if it is in the table (a reference
+    /// shared with its timers), else `name` itself.
+    pub fn intern(&self, name: &ObjectName) -> ObjectName {
+        self.objects
+            .get_key_value(name)
+            .map_or_else(|| name.clone(), |(k, _)| k.clone())
     }
 
     /// Inserts `ticket` in bakery order and arms its timer.
@@ -321,7 +320,7 @@ mod tests {
 
     fn with_holders(kinds: &[(Mode, Option<u32>)]) -> (Table, ObjectName) {
         let mut table = Table::default();
-        let name = table.intern(b"o");
+        let name = table.intern(&ObjectName::from(&b"o"[..]));
         for (i, &(mode, limit)) in kinds.iter().enumerate() {
             let ticket = Ticket {
                 id: TicketId(i as u64),
