@@ -271,12 +271,19 @@ impl Core {
         let mut carried = std::mem::take(&mut self.cluster.home.carried);
         let mut locks = std::mem::take(&mut carried.locks);
         locks.retain(|name, lock| {
-            let held = self.holds(name);
-            let Some(i) = self.cluster.owner_index_of(name).filter(|_| held) else {
+            let Some(i) = self.cluster.owner_index_of(name) else {
                 return false;
             };
+            // Nothing settles before its new owner answers; a lock released
+            // meanwhile goes then (or when its object is granted again,
+            // `regranted`). Looking its object up first cost a million
+            // searches at the first tick after a move, when no new owner
+            // has answered yet and the report is still being written.
             if answers[i].is_none() {
                 return true;
+            }
+            if !self.holds(name) {
+                return false;
             }
             let owner = &self.cluster.epoch.leaders[i];
             let old_owner = &lock.owner;
