@@ -659,6 +659,9 @@ impl EventLoop {
             self.flush_and_close_clients(now);
             self.drain(now);
             if self.dirty.is_empty() && self.to_close.is_empty() && !self.peers.has_dirty() {
+                // What a full socket left for later: the collector's own
+                // copy of a state waits while the others' is written.
+                self.core.set_peer_backlog(self.peers.backlog());
                 return;
             }
         }

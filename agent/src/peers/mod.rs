@@ -129,6 +129,9 @@ pub(crate) struct Peers {
     inputs: VecDeque<Input>,
     dirty: Vec<u64>,
     read_again: Vec<u64>,
+    /// The up links whose socket did not take all their lines, after
+    /// the latest flush (told to the core).
+    backlog: Vec<PeerId>,
     accept_at: Option<Time>,
     stopping: bool,
     read_buf: Box<[u8]>,
@@ -162,6 +165,7 @@ impl Peers {
             inputs: VecDeque::new(),
             dirty: Vec::new(),
             read_again: Vec::new(),
+            backlog: Vec::new(),
             accept_at: None,
             stopping: false,
             read_buf: vec![0; READ_BUF].into_boxed_slice(),
@@ -239,6 +243,17 @@ impl Peers {
     /// Whether links have lines that were not written yet this iteration.
     pub(crate) fn has_dirty(&self) -> bool {
         !self.dirty.is_empty()
+    }
+
+    /// The up links with lines their socket did not take yet.
+    pub(crate) fn backlog(&mut self) -> &[PeerId] {
+        self.backlog.clear();
+        for (id, l) in &self.links {
+            if l.state == State::Up && l.pending() > 0 {
+                self.backlog.push(PeerId(*id));
+            }
+        }
+        &self.backlog
     }
 
     /// Whether reads were left for the next iteration (poll without sleeping).

@@ -41,6 +41,16 @@ pub(crate) struct Report {
 
 /// A report's tickets: its last leader table's, and its own clients' requests
 /// (held or waiting).
+/// How long the collector's own copy of the state may wait for the other
+/// leaders' copies to be written (`Handover::send_backlog`): half a
+/// `peer_timeout`. Installing a million tickets takes the collector most
+/// of a second, in which it writes nothing; its copy waiting while theirs
+/// go out lets them read, parse and install at the same time. A leader
+/// that does not read (paused) costs the collector this much at most.
+pub(crate) fn own_state_hold(cfg: &super::config::ClusterConfig) -> Duration {
+    cfg.peer_timeout / 2
+}
+
 pub(crate) type OwnTickets = (Vec<ReportedTicket>, Vec<(ReportedTicket, bool)>);
 
 /// What the handover of the current epoch has of this agent: as the
@@ -61,6 +71,16 @@ pub(crate) struct Handover {
     /// leaders went out (the shell writes between two calls of different
     /// times).
     pub own_state: Option<(Time, StateIn)>,
+    /// The links whose lines the shell has not all written yet (their
+    /// socket is full): while one leads to a leader the state goes to, the
+    /// collector's own copy waits, up to [`own_state_hold`], so that the
+    /// other leaders read theirs while it installs, not after.
+    pub send_backlog: Vec<crate::vocab::PeerId>,
+    /// When the collector's own copy was first found due but held back for
+    /// the backlog: the hold counts from there, not from when the state
+    /// was built (building a million tickets' state takes its call a
+    /// second, all of it at the time the call began).
+    pub own_state_held: Option<Time>,
     /// The serial of the collector's latest own report.
     pub own_serial: u64,
     /// How much longer than `peer_timeout` to wait before reporting again:

@@ -218,13 +218,29 @@ impl Cluster {
 
     /// When the core must next run the cluster's housekeeping: its tick,
     /// or just after the time the collector's own copy of the state was
-    /// built (installed at a later call).
+    /// built (installed at a later call), or, while the shell still writes
+    /// the other leaders' copies, when that copy may wait no longer.
     pub fn next_deadline(&self) -> Time {
         let tick = (self.views.next_deadline()).map_or(self.next_tick, |d| d.min(self.next_tick));
-        match &self.handover.own_state {
-            Some((at, _)) => tick.min(*at + std::time::Duration::from_micros(1)),
-            None => tick,
+        let held = (self.handover.own_state_held).filter(|_| self.state_backlogged());
+        match (&self.handover.own_state, held) {
+            (Some(_), Some(from)) => tick.min(from + handover::own_state_hold(&self.cfg)),
+            (Some((at, _)), None) => tick.min(*at + std::time::Duration::from_micros(1)),
+            (None, _) => tick,
         }
+    }
+
+    /// Whether the shell has yet to write part of the state this collector
+    /// sent a leader of its epoch (`Handover::send_backlog`).
+    pub(crate) fn state_backlogged(&self) -> bool {
+        let h = &self.handover;
+        !h.send_backlog.is_empty()
+            && h.state_pending.as_ref().is_some_and(|(epoch, waiting, _)| {
+                *epoch == self.epoch.number
+                    && (waiting.iter())
+                        .filter_map(|id| self.peers.link_of(id))
+                        .any(|p| h.send_backlog.contains(&p))
+            })
     }
 
     /// The leaders needed for a majority of this epoch's leaders.

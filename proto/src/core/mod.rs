@@ -405,6 +405,23 @@ impl Core {
         self.config.acl = acl;
     }
 
+    /// The links on which lines handed out in [`Output::PeerSend`] still
+    /// wait to be written (their socket is full), told by the shell after
+    /// each flush. A collector installs its own copy of an epoch's state
+    /// only once the copies for the other leaders are written, or half a
+    /// `peer_timeout` after it first could, so that they read and install
+    /// theirs while it installs its own; otherwise a million tickets left
+    /// in its buffers wait the second it spends installing. Nothing else
+    /// depends on it, and a shell that never tells it changes nothing but
+    /// that timing.
+    pub fn set_peer_backlog(&mut self, peers: &[PeerId]) {
+        let backlog = &mut self.cluster.handover.send_backlog;
+        if !(backlog.is_empty() && peers.is_empty()) {
+            backlog.clear();
+            backlog.extend_from_slice(peers);
+        }
+    }
+
     /// Feeds one input. Drain [`poll_output`](Self::poll_output) afterwards.
     pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), InputError> {
         self.advance(now)?;

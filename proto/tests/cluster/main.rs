@@ -636,3 +636,53 @@ fn a_connection_holds_variables_and_locks_and_no_lock_names_a_variable() {
     assert!(list.contains("\"x\""), "{list}");
     assert_eq!(list.lines().count(), 1, "{list}");
 }
+
+/// The node that collects the first epoch's state on `seed`, found by
+/// running the seed once.
+fn first_collector(seed: u64) -> usize {
+    let mut net = Net::new(3, seed);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    net.leader_nodes(0)[0]
+}
+
+/// Three nodes on `seed` whose first collector's sockets fill up with the
+/// state it sends the other leaders: run until it sent it.
+fn state_stuck(seed: u64) -> (Net, usize) {
+    let collector = first_collector(seed);
+    let mut net = Net::new(3, seed);
+    net.backlog[collector] = true;
+    net.run_until(Duration::from_secs(5), |n| n.sockets_full(collector));
+    assert_eq!(net.leader_nodes(collector)[0], collector);
+    (net, collector)
+}
+
+#[test]
+fn a_collector_installs_its_own_state_after_the_others_got_theirs() {
+    // Its copy waits while theirs is not written, half a peer_timeout
+    // (1 s) at most: they read theirs while it installs its own.
+    let (mut net, collector) = state_stuck(31);
+    net.run_for(Duration::from_millis(900));
+    for i in 0..3 {
+        assert_eq!(net.installs(i), 0, "node{i} installed");
+    }
+    net.run_until(Duration::from_millis(200), |n| n.installs(collector) == 1);
+    net.backlog[collector] = false;
+    net.run_until(Duration::from_secs(2), |n| n.all_ready());
+    assert!((0..3).all(|i| net.installs(i) == 1));
+}
+
+#[test]
+fn a_collector_installs_its_own_state_as_soon_as_the_others_are_written() {
+    let (mut net, collector) = state_stuck(32);
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(
+        net.installs(collector),
+        0,
+        "installed before it was written"
+    );
+    net.backlog[collector] = false;
+    net.step();
+    assert_eq!(net.installs(collector), 1, "not installed once written");
+    net.run_until(Duration::from_secs(2), |n| n.all_ready());
+    assert!((0..3).all(|i| net.installs(i) == 1));
+}

@@ -40,6 +40,15 @@ pub struct Net {
     pub disks: Vec<Persisted>,
     /// How far each node's wall clock is from the others', ms.
     pub skew_ms: Vec<i64>,
+    /// Nodes whose sockets fill up once they send a `LOCKTICKETS` line (a
+    /// report or a state): from that line on, what they send waits, in
+    /// order, until this is cleared, and their shell says so
+    /// (`Core::set_peer_backlog`).
+    pub backlog: Vec<bool>,
+    /// Per node: its sockets are full now.
+    full: Vec<bool>,
+    /// What full sockets hold: (from, to node, peer id at that node, message).
+    unsent: VecDeque<(usize, usize, u64, Message)>,
     /// A bug planted in the cores made from now on.
     pub plant: Plant,
     /// The cgroups each node watches (`Output::WatchUnit`), as (node, unit).
@@ -78,6 +87,9 @@ impl Net {
             replies: BTreeMap::new(),
             delivered: BTreeMap::new(),
             paused: vec![false; n],
+            backlog: vec![false; n],
+            full: vec![false; n],
+            unsent: VecDeque::new(),
             held: VecDeque::new(),
             lose: Vec::new(),
             disks: vec![Persisted::default(); n],
@@ -189,7 +201,12 @@ impl Net {
                         continue;
                     }
                     if let Some(&(j, pj)) = self.links.get(&(i, peer.0)) {
-                        self.flight.push_back((self.t + DELAY, j, pj, msg));
+                        self.full[i] |= self.backlog[i] && msg.command == "LOCKTICKETS";
+                        if self.full[i] {
+                            self.unsent.push_back((i, j, pj, msg));
+                        } else {
+                            self.flight.push_back((self.t + DELAY, j, pj, msg));
+                        }
                     }
                 }
                 Output::PeerClose { peer } => self.break_link(i, peer.0),
@@ -244,8 +261,28 @@ impl Net {
             if self.paused[i] {
                 continue;
             }
+            if self.full[i] && !self.backlog[i] {
+                self.full[i] = false;
+                let (mine, rest): (Vec<_>, Vec<_>) = self.unsent.drain(..).partition(|m| m.0 == i);
+                self.unsent = rest.into();
+                for (_, j, pj, msg) in mine {
+                    if self.links.contains_key(&(j, pj)) {
+                        self.flight.push_back((self.t + DELAY, j, pj, msg));
+                    }
+                }
+            }
             let now = self.now(i);
             if let Some(core) = self.cores[i].as_mut() {
+                // Every link: the state's among them.
+                let peers: Vec<PeerId> = if self.full[i] {
+                    (self.links.keys())
+                        .filter(|(n, _)| *n == i)
+                        .map(|(_, p)| PeerId(*p))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                core.set_peer_backlog(&peers);
                 if core.poll_timeout().is_some_and(|at| at <= self.t) {
                     core.handle_timeout(now);
                 }
@@ -446,6 +483,21 @@ impl Net {
             .map(|k| format!("{prefix}{k}"))
             .find(|n| self.owner_of(0, n) == owner)
             .unwrap_or_else(|| panic!("no {prefix}* name of node {owner}"))
+    }
+
+    /// Whether node `i`'s sockets are full (`backlog`).
+    pub fn sockets_full(&self, i: usize) -> bool {
+        self.full[i]
+    }
+
+    /// How many epochs' states node `i` installed as a leader (its
+    /// `snaplock_handover_seconds` count).
+    pub fn installs(&mut self, i: usize) -> u64 {
+        let now = self.now(i);
+        let text = self.cores[i].as_ref().expect("running").metrics_text(now);
+        (text.lines())
+            .find_map(|l| l.strip_prefix("snaplock_handover_seconds_count "))
+            .map_or(0, |n| n.trim().parse().expect("a count"))
     }
 
     /// The leaders of node `i`'s epoch, as nodes, in order.

@@ -179,6 +179,7 @@ impl Core {
         c.handover.collect = None;
         c.handover.own_report = None; // its lines are of the old epoch: ignored
         c.handover.own_state = None;
+        c.handover.own_state_held = None;
         c.handover.state_pending = None;
         c.handover.late_pending.clear();
         c.home.unsent.clear();

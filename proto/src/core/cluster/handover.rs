@@ -6,7 +6,9 @@ use crate::cluster::batch::{
     BATCH_TICKETS, Batch, BatchOf, ReportedRef, ReportedTicket, read_batch,
 };
 use crate::cluster::config::Plant;
-use crate::cluster::handover::{REPORT_PAUSE_PER_LINE, Report, StateIn, state_delay};
+use crate::cluster::handover::{
+    REPORT_PAUSE_PER_LINE, Report, StateIn, own_state_hold, state_delay,
+};
 use crate::cluster::merge::merge_held;
 use crate::cluster::msg::{BadField, Part, PeerMsg, ReportBegin};
 use crate::cluster::{Cluster, Id};
@@ -332,6 +334,7 @@ impl Core {
                 reporters: reports.keys().cloned().collect(),
             };
             self.cluster.handover.own_state = Some((now.mono, state));
+            self.cluster.handover.own_state_held = None;
         }
         let others: Vec<Id> = (self.cluster.epoch.leaders.iter())
             .filter(|l| **l != me)
@@ -450,12 +453,19 @@ impl Core {
     }
 
     /// The collector installs its own copy of the state, at a time later
-    /// than it built it.
+    /// than it built it, once the shell wrote the other leaders' copies or
+    /// they waited for [`own_state_hold`].
     pub(crate) fn install_own_state(&mut self, now: Now) {
-        let due = self.cluster.handover.own_state.as_ref();
-        if due.is_none_or(|(at, _)| now.mono <= *at) {
+        let hold = own_state_hold(&self.cluster.cfg);
+        let backlogged = self.cluster.state_backlogged();
+        let h = &mut self.cluster.handover;
+        if h.own_state.as_ref().is_none_or(|(at, _)| now.mono <= *at) {
             return;
         }
+        if backlogged && now.mono < *h.own_state_held.get_or_insert(now.mono) + hold {
+            return;
+        }
+        h.own_state_held = None;
         let (_, s) = self.cluster.handover.own_state.take().expect("present");
         let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
