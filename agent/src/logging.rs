@@ -19,6 +19,8 @@ pub fn rust_log_is_set() -> bool {
 pub fn init(level: LevelFilter) {
     let mut builder = env_logger::Builder::new();
     builder.target(env_logger::Target::Stderr);
+    // A failover's steps are milliseconds apart: seconds would hide them.
+    builder.format_timestamp_millis();
     if rust_log_is_set() {
         builder.parse_default_env();
         builder.init();
