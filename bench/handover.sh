@@ -9,10 +9,15 @@
 # to the next grant of a fresh name on the surviving agent that is not
 # a3, whether a3 revoked its clients' locks (its log says so), and
 # whether a sample of the held names (every N/20th) is still busy for a
-# client of that agent. One JSON line per N goes to OUT and to stdout.
+# client of that agent, and, from the survivors' logs, when each of them
+# was acting in the new epoch (`leading with`, seconds after the SIGKILL).
+# One JSON line per N goes to OUT and to stdout.
 #
 # Environment: PORT_BASE [15200]  OUT [bench/results/handover-<UTC time>.jsonl]
-#   AGENT_LOG [warn] (the agents' --log-level)  AGENT_ARGS (other snaplockd options)
+#   AGENT_LOG [info] (the agents' --log-level)  AGENT_ARGS (other snaplockd options)
+#   BIN_DIR (snaplockd, snaplock-cli and snaplock-hold of another build;
+#   default: this tree's, built)  KEEP_LOGS (a directory: each trial's logs
+#   are copied there)
 # Everything listens on 127.0.0.1 only and lives in a temporary
 # directory; every process is stopped by its pid on exit; every wait is
 # bounded.
@@ -24,8 +29,12 @@ mkdir -p bench/results
 OUT=${OUT:-$top/bench/results/handover-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 [ $# -gt 0 ] || set -- 100000 300000 600000 1000000
 
-cargo build --release --quiet -p snaplock-agent -p snaplock-cli -p snaplock-tests --bin snaplock-hold
-bin=$top/target/release
+if [ -n "${BIN_DIR:-}" ]; then
+    bin=$BIN_DIR
+else
+    cargo build --release --quiet -p snaplock-agent -p snaplock-cli -p snaplock-tests --bin snaplock-hold
+    bin=$top/target/release
+fi
 clock() { date +%s.%N; }
 since() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 3))" "$1" "$(clock)"; }
 epoch_of() { "$bin/snaplock-cli" --socket "$1" info 2>/dev/null | awk -F': ' '/^epoch/ {print $2}'; }
@@ -42,7 +51,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 trial() {
-    local n=$1 i dir nb="" leaders victim other e0 e t0 hp started busy=0 tried=0 k rc granted=null revoked
+    local n=$1 i dir nb="" leaders victim other e0 e t0 hp started busy=0 tried=0 k rc granted=null revoked acting kept
     work=$(mktemp -d /tmp/snaplock-handover.XXXXXX); dir=$work
     PIDS=()
     head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$dir/secret"
@@ -51,7 +60,7 @@ trial() {
     for i in 1 2 3; do
         # shellcheck disable=SC2086
         "$bin/snaplockd" --socket "$dir/a$i.sock" -n "a$i" --listen "127.0.0.1:$((PORT_BASE + i))" \
-            --neighbors "$nb" --secret-file "$dir/secret" --log-level "${AGENT_LOG:-warn}" ${AGENT_ARGS:-} 2> "$dir/a$i.log" &
+            --neighbors "$nb" --secret-file "$dir/secret" --log-level "${AGENT_LOG:-info}" ${AGENT_ARGS:-} 2> "$dir/a$i.log" &
         PIDS+=($!)
     done
     python3 bench/cluster_tool.py ready --timeout 60 "$dir"/a{1,2,3}.sock > /dev/null
@@ -89,8 +98,32 @@ trial() {
         [ "$rc" != 1 ] || busy=$((busy + 1))
     done
     revoked=false; grep -q "revoking every lock" "$dir/a3.log" && revoked=true
-    printf '{"locks":%s,"victim":"a%s","next_grant_s":%s,"home_revoked":%s,"sample_still_held":%s,"sample":%s,"hold":%s}\n' \
-        "$n" "$victim" "$granted" "$revoked" "$busy" "$tried" "$(cat "$dir/hold.json")" | tee -a "$OUT"
+    # When each survivor first logged `leading with` after the SIGKILL
+    # (null when it did not, or logs below info).
+    acting=$(python3 - "$t0" "$dir/a$other.log" "$dir/a3.log" <<'PY'
+import datetime, json, re, sys
+t0 = float(sys.argv[1])
+out = {}
+for path in sys.argv[2:]:
+    name = re.search(r"(a\d)\.log$", path).group(1)
+    out[name] = None
+    for line in open(path, errors="replace"):
+        m = re.match(r"\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z ", line)
+        if not m or "leading with" not in line:
+            continue
+        t = datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.timezone.utc).timestamp()
+        if t >= t0:
+            out[name] = round(t - t0, 3)
+            break
+print(json.dumps(out, separators=(",", ":")))
+PY
+)
+    if [ -n "${KEEP_LOGS:-}" ]; then
+        kept="$KEEP_LOGS/$n-$(date -u +%Y%m%dT%H%M%SZ)"
+        mkdir -p "$kept" && cp "$dir"/a*.log "$kept/" || true
+    fi
+    printf '{"locks":%s,"victim":"a%s","next_grant_s":%s,"home_revoked":%s,"acting_s":%s,"sample_still_held":%s,"sample":%s,"hold":%s}\n' \
+        "$n" "$victim" "$granted" "$revoked" "$acting" "$busy" "$tried" "$(cat "$dir/hold.json")" | tee -a "$OUT"
     cleanup; PIDS=(); work=""
 }
 
