@@ -513,6 +513,28 @@ fn a_planted_revocation_of_a_silent_owners_locks_is_caught() {
     assert!(caught.is_some(), "caught in none of {CARRY_BY_ANSWER:?}");
 }
 
+/// Finds the one-computer seeds that catch `Plant::CarryByAnswer` (for
+/// `CARRY_BY_ANSWER`, whose seeds move with every change of timing):
+/// `SIM_FIRST` and `SIM_SEEDS` say which.
+#[test]
+#[ignore = "a search: run with --ignored, SIM_SEEDS and SIM_FIRST"]
+fn carry_by_answer_search() {
+    let count = env_u64("SIM_SEEDS").unwrap_or(1000);
+    let first = env_u64("SIM_FIRST").unwrap_or(0);
+    let found: Vec<u64> = (first..first + count)
+        .filter(|&seed| {
+            first_catch_with(Plant::CarryByAnswer, &["R1"], seed..seed + 1, &|seed| {
+                victim_options(Options::new(seed))
+            })
+            .is_some()
+        })
+        .collect();
+    println!(
+        "CarryByAnswer caught by {found:?} of {first}..{}",
+        first + count
+    );
+}
+
 #[test]
 fn a_planted_name_taken_by_nobody_is_caught() {
     let caught = first_victim_catch(Plant::KeepOrphans, &["L5"], PLANT_SEEDS);

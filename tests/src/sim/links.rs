@@ -160,6 +160,8 @@ impl World {
             let to_end = 1 - dir;
             let to = self.net.links[l].ends[to_end];
             let from = self.net.links[l].ends[dir];
+            // Its sender's socket took what followed: its shell says so.
+            let tickets = msg.command == "LOCKTICKETS";
             if let Err(what) = self.wire.received(to, from, &msg) {
                 self.checker.report(self.now, "S6", what);
             }
@@ -171,6 +173,9 @@ impl World {
                 line,
             };
             self.feed(to, input);
+            if tickets {
+                self.reschedule(from);
+            }
         }
     }
 

@@ -224,6 +224,14 @@ impl Net {
         !self.links[l].queues[dir].is_empty()
     }
 
+    /// Whether a direction still carries a `LOCKTICKETS` line (a report or
+    /// a state): such lines stand for the handover's bulk, which a real
+    /// socket takes only as the other side reads it, so the sender's shell
+    /// says its socket is full until they are delivered.
+    pub fn carries_tickets(&self, l: usize, dir: Dir) -> bool {
+        (self.links[l].queues[dir].iter()).any(|(_, m)| m.command == "LOCKTICKETS")
+    }
+
     /// Marks which links are usable now (up, both ways open, both ends
     /// running), keeping when each was last usable.
     pub fn update_usable(&mut self, now: u64, running: &[bool]) {

@@ -6,9 +6,10 @@
 
 use std::net::SocketAddr;
 
-use snaplock_proto::{ClientId, Config, Core};
+use snaplock_proto::{ClientId, Config, Core, PeerId};
 
 use super::events::Ev;
+use super::net::LinkState;
 use super::world::{CoreSide, World};
 
 /// Most wake-ups of one core at one instant before that counts as a loop.
@@ -55,11 +56,16 @@ impl World {
         self.update_usable();
     }
 
-    /// Arms the `Wake` of core `i` for its next timer.
+    /// Arms the `Wake` of core `i` for its next timer, once its shell told
+    /// it which of its links still hold handover lines.
     pub(super) fn reschedule(&mut self, i: usize) {
-        let node = &self.nodes[i];
-        if node.paused {
+        if self.nodes[i].paused {
             return;
+        }
+        let backlog = self.backlog_of(i);
+        let node = &mut self.nodes[i];
+        if let Some(core) = node.core.as_mut() {
+            core.set_peer_backlog(&backlog);
         }
         let Some(next) = node.core.as_ref().and_then(Core::poll_timeout) else {
             return;
@@ -69,6 +75,22 @@ impl World {
             self.nodes[i].wake_at = Some(at);
             self.at(at, Ev::Wake(i));
         }
+    }
+
+    /// The up links on which computer `i` still has handover lines in
+    /// flight (`Net::carries_tickets`), by the ids its core knows them by.
+    fn backlog_of(&self, i: usize) -> Vec<PeerId> {
+        (0..self.nodes.len())
+            .filter(|&o| o != i)
+            .map(|o| self.net.link_of(i, o))
+            .filter_map(|l| {
+                let LinkState::Up { ids, .. } = self.net.links[l].state else {
+                    return None;
+                };
+                let dir = self.net.links[l].dir_from(i);
+                self.net.carries_tickets(l, dir).then_some(ids[dir])
+            })
+            .collect()
     }
 
     pub(super) fn wake(&mut self, i: usize) {

@@ -260,8 +260,10 @@ pub const FIXED: [(u64, &str); 47] = [
 /// left out silent links (the first in 0-1999; none in 3000-3999), 1101
 /// once a home that leads delivered grants on its own vote (in 0-3999 the
 /// only other, 1470, broke R1 without the plant too, and no longer catches
-/// it since its own failure was fixed: `R1_FIXED`).
-pub const CARRY_BY_ANSWER: [u64; 6] = [444, 906, 1101, 1218, 2130, 3237];
+/// it since its own failure was fixed: `R1_FIXED`), 6822 once a collector
+/// installed its own copy of the state only after the others' were
+/// delivered (the only one in 0-7999; `carry_by_answer_search` finds them).
+pub const CARRY_BY_ANSWER: [u64; 7] = [444, 906, 1101, 1218, 2130, 3237, 6822];
 
 /// Seeds whose S2 failure came from agents restarting without memory
 /// while wall clocks were far apart (the old limit, now in `FIXED`).
