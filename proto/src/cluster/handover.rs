@@ -39,8 +39,6 @@ pub(crate) struct Report {
     pub lines: u64,
 }
 
-/// A report's tickets: its last leader table's, and its own clients' requests
-/// (held or waiting).
 /// How long the collector's own copy of the state may wait for the other
 /// leaders' copies to be written (`Handover::send_backlog`): half a
 /// `peer_timeout`. Installing a million tickets takes the collector most
@@ -51,6 +49,8 @@ pub(crate) fn own_state_hold(cfg: &super::config::ClusterConfig) -> Duration {
     cfg.peer_timeout / 2
 }
 
+/// A report's tickets: its last leader table's, and its own clients' requests
+/// (held or waiting).
 pub(crate) type OwnTickets = (Vec<ReportedTicket>, Vec<(ReportedTicket, bool)>);
 
 /// What the handover of the current epoch has of this agent: as the
