@@ -48,8 +48,17 @@ impl Core {
             .map_or(Duration::ZERO, |d| d.saturating_since(now.mono));
         begin.delay_left_us = u64::try_from(delay_left.as_micros()).unwrap_or(u64::MAX);
         let own = collector == c.me;
-        let mut leader = Vec::new();
-        let mut home = Vec::new();
+        // The collector's own tickets stay here: room for all at once, not
+        // a million moved at each doubling.
+        let (mut leader, mut home) = if own {
+            let table = c.leader.last_table.as_ref().map_or(0, |(_, t)| t.tickets);
+            (
+                Vec::with_capacity(table),
+                Vec::with_capacity(self.table.ticket_count()),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let mut lines = Vec::new();
         let mut leader_batch = Batch::new(BatchOf::Leader, epoch);
         if let Some((_, table)) = &c.leader.last_table {

@@ -51,7 +51,7 @@ impl Core {
         // follows it there, as it would have on a tick just before.
         self.settle_carried(now);
         // In key order, so the map is built in one pass.
-        let mut carried = Vec::new();
+        let mut carried = Vec::with_capacity(self.table.objects.len());
         let (members, quorum) = (self.cluster.peers.members.len(), self.cluster.peers.quorum);
         // The state of the epoch being left was built no earlier than this:
         // an owner there that never answered this agent counts from it, if
