@@ -502,14 +502,19 @@ fn first_victim_catch(plant: Plant, rules: &[&str], limit: u64) -> Option<u64> {
     })
 }
 
+/// Whether the one-computer run of `seed` catches `Plant::CarryByAnswer`.
+fn catches_carry_by_answer(seed: u64) -> bool {
+    first_catch_with(Plant::CarryByAnswer, &["R1"], seed..seed + 1, &|seed| {
+        victim_options(Options::new(seed))
+    })
+    .is_some()
+}
+
 #[test]
 fn a_planted_revocation_of_a_silent_owners_locks_is_caught() {
-    let caught = CARRY_BY_ANSWER.iter().find(|&&seed| {
-        first_catch_with(Plant::CarryByAnswer, &["R1"], seed..seed + 1, &|seed| {
-            victim_options(Options::new(seed))
-        })
-        .is_some()
-    });
+    let caught = CARRY_BY_ANSWER
+        .iter()
+        .find(|&&seed| catches_carry_by_answer(seed));
     assert!(caught.is_some(), "caught in none of {CARRY_BY_ANSWER:?}");
 }
 
@@ -522,12 +527,7 @@ fn carry_by_answer_search() {
     let count = env_u64("SIM_SEEDS").unwrap_or(1000);
     let first = env_u64("SIM_FIRST").unwrap_or(0);
     let found: Vec<u64> = (first..first + count)
-        .filter(|&seed| {
-            first_catch_with(Plant::CarryByAnswer, &["R1"], seed..seed + 1, &|seed| {
-                victim_options(Options::new(seed))
-            })
-            .is_some()
-        })
+        .filter(|&seed| catches_carry_by_answer(seed))
         .collect();
     println!(
         "CarryByAnswer caught by {found:?} of {first}..{}",

@@ -416,10 +416,8 @@ impl Core {
     /// that timing.
     pub fn set_peer_backlog(&mut self, peers: &[PeerId]) {
         let backlog = &mut self.cluster.handover.send_backlog;
-        if !(backlog.is_empty() && peers.is_empty()) {
-            backlog.clear();
-            backlog.extend_from_slice(peers);
-        }
+        backlog.clear();
+        backlog.extend_from_slice(peers);
     }
 
     /// Feeds one input. Drain [`poll_output`](Self::poll_output) afterwards.
