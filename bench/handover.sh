@@ -32,7 +32,9 @@ OUT=${OUT:-$top/bench/results/handover-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 if [ -n "${BIN_DIR:-}" ]; then
     bin=$BIN_DIR
 else
-    cargo build --release --quiet -p snaplock-agent -p snaplock-cli -p snaplock-tests --bin snaplock-hold
+    # One build per package: `--bin` would narrow every package given with it.
+    cargo build --release --quiet -p snaplock-agent -p snaplock-cli
+    cargo build --release --quiet -p snaplock-tests --bin snaplock-hold
     bin=$top/target/release
 fi
 clock() { date +%s.%N; }

@@ -28,7 +28,9 @@ lockgen=$top/target/lockgen-multi/target/release/lockgen
 [ "$(ulimit -n)" -gt $((IDLE + 1000)) ] || ulimit -n $((IDLE + 1000)) || {
     echo "needs $((IDLE + 1000)) open files (ulimit -n)" >&2; exit 1; }
 
-cargo build --release --quiet -p snaplock-agent -p snaplock-tests --bin snaplock-hold
+# One build per package: `--bin` would narrow every package given with it.
+cargo build --release --quiet -p snaplock-agent
+cargo build --release --quiet -p snaplock-tests --bin snaplock-hold
 bin=$top/target/release
 
 PIDS=()

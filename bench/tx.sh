@@ -25,7 +25,9 @@ AGENTS=${AGENTS:-"1 3"}
 PORT_BASE=${PORT_BASE:-15000}
 mkdir -p bench/results
 OUT=${OUT:-bench/results/tx-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
-cargo build --release -q -p snaplock-agent --bin snaplockd -p snaplock-cli -p snaplock-tests --bin snaplock-txbench
+# One build per package: `--bin` would narrow every package given with it.
+cargo build --release -q -p snaplock-agent -p snaplock-cli
+cargo build --release -q -p snaplock-tests --bin snaplock-txbench
 dir=$(mktemp -d /tmp/snaplock-txbench.XXXXXX)
 pids=()
 stop() {
