@@ -184,6 +184,7 @@ impl ReportedTicket {
 /// the object name, the home's id and the key, each as `LEN:BYTES`
 /// (`MODE` `x` or `s`, `LIMIT` 0 for none, `POLICY` `h`, `s` or `t`,
 /// `QUIET` µs, `HELD` `1`, `0` or `-`; an empty home is the sender).
+#[derive(Debug)]
 pub(crate) struct Batch {
     of: BatchOf,
     epoch: u64,

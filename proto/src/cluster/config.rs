@@ -34,6 +34,18 @@ pub struct ClusterConfig {
     /// What this agent kept on disk when it last ran (the shell reads it;
     /// zero: nothing kept). It never draws or adopts below it.
     pub persisted: super::persist::Persisted,
+    /// How many tickets one step of this agent's report walks: a report of
+    /// a million locks is written a step per loop iteration, with the
+    /// pings and the replies of the others in between, not in one call
+    /// of a second (docs/cluster.md "Handover"). Not a setting of the
+    /// configuration file; the simulator makes it small.
+    #[doc(hidden)]
+    pub report_step: usize,
+    /// How long after one step of a report the next one comes: none for
+    /// an agent (the next pass of its loop); the simulator gives the walk
+    /// time, so that what happens meanwhile falls between its steps.
+    #[doc(hidden)]
+    pub report_step_pause: Duration,
     /// A deliberate bug, for tests that prove the simulator catches it.
     #[doc(hidden)]
     pub plant: Plant,
@@ -84,6 +96,10 @@ pub enum Plant {
     TxKeepClosed,
 }
 
+/// [`ClusterConfig::report_step`]'s default: some 10 ms of a report's
+/// walk on a slow machine (half a microsecond a ticket).
+pub const REPORT_STEP: usize = 16_384;
+
 impl Default for ClusterConfig {
     fn default() -> ClusterConfig {
         ClusterConfig {
@@ -97,6 +113,8 @@ impl Default for ClusterConfig {
             peer_timeout: Duration::from_secs(2),
             grace: Duration::from_secs(5),
             persisted: super::persist::Persisted::default(),
+            report_step: REPORT_STEP,
+            report_step_pause: Duration::ZERO,
             plant: Plant::None,
         }
     }

@@ -8,11 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::batch::ReportedTicket;
+use super::batch::{Batch, ReportedTicket};
 use super::links::Peers;
 use super::msg::PeerMsg;
 use super::{Cluster, Id};
 use crate::time::Time;
+use crate::vocab::{ObjectName, PeerId};
 
 /// How much later a report is sent again, per line of it: about what
 /// building, sending and reading a line costs, so that an agent with many
@@ -53,6 +54,35 @@ pub(crate) fn own_state_hold(cfg: &super::config::ClusterConfig) -> Duration {
 /// (held or waiting).
 pub(crate) type OwnTickets = (Vec<ReportedTicket>, Vec<(ReportedTicket, bool)>);
 
+/// A report being written, [`report_step`] tickets a step, one step per
+/// call of the core (docs/cluster.md "Handover"): its leader part first,
+/// then its home part, each walked in key order from the last object done.
+///
+/// [`report_step`]: super::config::ClusterConfig::report_step
+#[derive(Debug)]
+pub(crate) struct ReportWalk {
+    /// The epoch it reports for.
+    pub epoch: u64,
+    pub collector: Id,
+    /// The link its first line went on (`None`: the collector is this
+    /// agent): once that link is gone, the report is started over.
+    pub link: Option<PeerId>,
+    /// The serial of the collector's own report.
+    pub own: Option<u64>,
+    /// Still walking the frozen leader table (then the home's).
+    pub in_leader: bool,
+    /// The last object walked in the current part.
+    pub after: Option<ObjectName>,
+    pub leader_batch: Batch,
+    pub home_batch: Batch,
+    /// Lines sent so far, the first included.
+    pub lines: u64,
+    /// The collector's own report's tickets.
+    pub tickets: OwnTickets,
+    /// When the next step is due.
+    pub next: Time,
+}
+
 /// What the handover of the current epoch has of this agent: as the
 /// collector, the reports and the state it built; as a reporter, when it
 /// reported.
@@ -62,6 +92,8 @@ pub(crate) struct Handover {
     pub collect: Option<Collect>,
     /// The epoch this agent's report was accepted for... or sent for.
     pub report_sent: Option<(u64, Time)>,
+    /// The report being written, while it is.
+    pub report_walk: Option<ReportWalk>,
     /// The collector's own report: its tickets wait here (by serial) for
     /// the `end` line it sends itself, instead of being written out and
     /// read back (a million held locks are seconds of that).
@@ -75,7 +107,7 @@ pub(crate) struct Handover {
     /// socket is full): while one leads to a leader the state goes to, the
     /// collector's own copy waits, up to [`own_state_hold`], so that the
     /// other leaders read theirs while it installs, not after.
-    pub send_backlog: Vec<crate::vocab::PeerId>,
+    pub send_backlog: Vec<PeerId>,
     /// When the collector's own copy was first found due but held back for
     /// the backlog: the hold counts from there, not from when the state
     /// was built (building a million tickets' state takes its call a
@@ -321,7 +353,7 @@ mod tests {
                 id: Some(reporter(i)),
                 ..super::super::links::Link::new(format!("n{i}"), addr(i), Time::ZERO)
             };
-            p.links.insert(crate::vocab::PeerId(u64::from(i)), link);
+            p.links.insert(PeerId(u64::from(i)), link);
         }
         p
     }
@@ -426,7 +458,7 @@ mod tests {
             id: Some(reporter(2)),
             ..super::super::links::Link::new("n2".to_owned(), addr, s(100))
         };
-        p.links.insert(crate::vocab::PeerId(2), link);
+        p.links.insert(PeerId(2), link);
         assert_eq!(c.weigh(s(101), &p, DELAY, TIMEOUT), None);
         assert_eq!(c.weigh(s(102), &p, DELAY, TIMEOUT), incomplete);
         // The link alone, its agent not known yet, makes the collector's
@@ -435,7 +467,7 @@ mod tests {
             let (mut c, mut p) = settling(up_at);
             let addr = p.members[2];
             let link = super::super::links::Link::new("n2".to_owned(), addr, s(100));
-            p.links.insert(crate::vocab::PeerId(2), link);
+            p.links.insert(PeerId(2), link);
             assert_eq!(c.weigh(s(100), &p, DELAY, TIMEOUT), None);
             assert_eq!(c.weigh(s(102), &p, DELAY, TIMEOUT), incomplete);
         }

@@ -219,9 +219,11 @@ impl Cluster {
     /// When the core must next run the cluster's housekeeping: its tick,
     /// or just after the time the collector's own copy of the state was
     /// built (installed at a later call), or, while the shell still writes
-    /// the other leaders' copies, when that copy may wait no longer.
+    /// the other leaders' copies, when that copy may wait no longer; and the
+    /// next step of a report being written.
     pub fn next_deadline(&self) -> Time {
         let tick = (self.views.next_deadline()).map_or(self.next_tick, |d| d.min(self.next_tick));
+        let tick = (self.handover.report_walk.as_ref()).map_or(tick, |w| w.next.min(tick));
         let held = (self.handover.own_state_held).filter(|_| self.state_backlogged());
         match (&self.handover.own_state, held) {
             (Some(_), Some(from)) => tick.min(from + handover::own_state_hold(&self.cfg)),

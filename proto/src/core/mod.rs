@@ -470,6 +470,7 @@ impl Core {
         self.install_own_state(now);
         self.view_tick(now);
         self.cluster_tick(now);
+        self.continue_report(now);
         if self.authority.is_cluster() {
             self.owner_progress_flush();
         }
@@ -683,7 +684,8 @@ impl Core {
         self.log_waiting(now);
         self.leader_tick(now);
         self.check_collect(now);
-        if self.cluster.handover.report_sent.is_none() {
+        let h = &self.cluster.handover;
+        if h.report_sent.is_none() && h.report_walk.is_none() {
             self.send_report(now);
         }
         self.maybe_elect(now);

@@ -447,6 +447,67 @@ fn thousands_of_held_locks_cross_a_failover_in_batches_and_stay_held() {
     assert!(fence > *fences.iter().max().unwrap());
 }
 
+#[test]
+fn a_report_written_in_steps_keeps_what_is_held_and_not_what_is_let_go_meanwhile() {
+    // Reports of 50 tickets a call: the home's report of 3000 held locks
+    // (its leader table's part, then its own) takes more than a hundred
+    // calls, and its client lets a tenth of them go in between.
+    const N: usize = 3000;
+    let mut net = Net::with_report_step(3, 6, 50);
+    net.run_until(Duration::from_secs(5), |n| n.all_ready());
+    let a = net.open(0);
+    for k in 0..N {
+        net.send(
+            a,
+            &format!("LOCK object_name=held-{k};duration=600;tag={k}"),
+        );
+    }
+    let mut fences = Vec::new();
+    for _ in 0..N {
+        let got = net.wait_reply(a, Duration::from_secs(5)).expect("granted");
+        assert_eq!(got.command, "LOCKED", "{got}");
+        fences.push(got.get_str("fence").unwrap().parse::<u64>().unwrap());
+    }
+    let before = epoch_of(&mut net, 0);
+    net.run_for(Duration::from_secs(8));
+    net.crash(2);
+    net.run_until(Duration::from_secs(20), |n| epoch_of(n, 0) > before);
+    assert!(epoch_of(&mut net, 0) > before, "node0 moved");
+    net.run_for(Duration::from_millis(20));
+    assert!(net.has_work_now(0), "the report is written in steps");
+    for k in (0..N).step_by(10) {
+        net.send(a, &format!("UNLOCK object_name=held-{k};tag={k}"));
+    }
+    for _ in (0..N).step_by(10) {
+        let got = net
+            .wait_reply(a, Duration::from_secs(20))
+            .expect("answered");
+        assert_eq!(got.command, "UNLOCKED", "{got}");
+        assert_eq!(got.get_str("error"), None, "{got}");
+    }
+    net.run_until(Duration::from_secs(20), |n| {
+        n.info(1).get_str("ready") == Some("true")
+    });
+    net.run_for(Duration::from_secs(1));
+    // What was let go is free at once; the rest is still held.
+    let b = net.open(1);
+    for k in (0..N).step_by(5) {
+        net.send(b, &format!("LOCK object_name=held-{k};try=true;tag={k}"));
+        let got = net.wait_reply(b, Duration::from_secs(5)).expect("answered");
+        if k % 10 == 0 {
+            assert_eq!(got.command, "LOCKED", "held-{k}: {got}");
+        } else {
+            assert_eq!(got.get_str("error"), Some("busy"), "held-{k}: {got}");
+        }
+    }
+    assert!(
+        net.wait_reply(a, Duration::from_secs(1)).is_none(),
+        "nothing revoked"
+    );
+    let fence = fence_of_a_grant(&mut net, 1, "fresh");
+    assert!(fence > *fences.iter().max().unwrap());
+}
+
 /// Takes `object` on node `i` (waiting up to a minute), releases it, and
 /// returns its fence.
 fn fence_of_a_grant(net: &mut Net, i: usize, object: &str) -> u64 {

@@ -51,6 +51,8 @@ pub struct Net {
     unsent: VecDeque<(usize, usize, u64, Message)>,
     /// A bug planted in the cores made from now on.
     pub plant: Plant,
+    /// The `report_step` of the cores made from now on (default if unset).
+    pub report_step: Option<usize>,
     /// The cgroups each node watches (`Output::WatchUnit`), as (node, unit).
     pub watched: BTreeSet<(usize, u64)>,
     /// The cgroup the clients opened next are in.
@@ -71,6 +73,15 @@ impl Net {
 
     /// `n` nodes whose wall clocks are `skew_ms` apart from true time.
     pub fn with_skew(n: usize, seed: u64, skew_ms: Vec<i64>) -> Net {
+        Net::build(n, seed, skew_ms, None)
+    }
+
+    /// `n` nodes whose reports walk `step` tickets a call.
+    pub fn with_report_step(n: usize, seed: u64, step: usize) -> Net {
+        Net::build(n, seed, vec![0; n], Some(step))
+    }
+
+    fn build(n: usize, seed: u64, skew_ms: Vec<i64>, report_step: Option<usize>) -> Net {
         let addrs: Vec<SocketAddr> = (0..n)
             .map(|i| format!("127.0.0.1:{}", 4000 + i).parse().unwrap())
             .collect();
@@ -95,6 +106,7 @@ impl Net {
             disks: vec![Persisted::default(); n],
             skew_ms,
             plant: Plant::None,
+            report_step,
             watched: BTreeSet::new(),
             cgroup: None,
         };
@@ -121,12 +133,23 @@ impl Net {
                 pid: 100 + i as u32,
                 persisted: self.disks[i],
                 plant: self.plant,
+                report_step: self
+                    .report_step
+                    .unwrap_or(ClusterConfig::default().report_step),
                 ..ClusterConfig::default()
             },
             ..Config::default()
         };
         config.validate().unwrap();
         Core::new(config, self.now(i))
+    }
+
+    /// Whether node `i`'s core asks to be called again at once (it has
+    /// work left: its report, or messages to itself).
+    pub fn has_work_now(&self, i: usize) -> bool {
+        (self.cores[i].as_ref())
+            .and_then(Core::poll_timeout)
+            .is_some_and(|at| at <= self.t)
     }
 
     /// Node `i`'s wall clock, in ms.

@@ -30,6 +30,10 @@ use super::{Knobs, MS, Options, Report, SEC, Stats};
 /// Most events one run may process: a core that asks to be woken again and
 /// again at the same instant must not hang the test.
 const MAX_EVENTS: u64 = 200_000_000;
+/// The simulated agents' `report_step`, and the time between two steps:
+/// a report of 40 tickets takes 10 ms, in which the world goes on.
+const SIM_REPORT_STEP: usize = 4;
+const SIM_REPORT_STEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A queue entry; the event itself waits in the world's slab, so the heap
 /// moves small entries only.
@@ -165,6 +169,10 @@ impl World {
         }
         let cluster = ClusterConfig {
             plant: opts.plant,
+            // Reports of a few tickets a step: every report of more is
+            // written over several calls, as a large one is by an agent.
+            report_step: SIM_REPORT_STEP,
+            report_step_pause: SIM_REPORT_STEP_PAUSE,
             ..ClusterConfig::default()
         };
         let rho = i64::from(cluster.drift_ppm);

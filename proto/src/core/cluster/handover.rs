@@ -7,7 +7,7 @@ use crate::cluster::batch::{
 };
 use crate::cluster::config::Plant;
 use crate::cluster::handover::{
-    REPORT_PAUSE_PER_LINE, Report, StateIn, own_state_hold, state_delay,
+    REPORT_PAUSE_PER_LINE, Report, ReportWalk, StateIn, own_state_hold, state_delay,
 };
 use crate::cluster::merge::merge_held;
 use crate::cluster::msg::{BadField, Part, PeerMsg, ReportBegin};
@@ -16,17 +16,23 @@ use crate::core::Core;
 use crate::local::table::State;
 use crate::time::Now;
 use crate::vocab::TicketId;
+use std::ops::Bound;
 use std::time::Duration;
 
 impl Core {
-    /// Sends this agent's report to the current epoch's collector.
+    /// Starts this agent's report to the current epoch's collector: its
+    /// first line and first step now, the rest a step per call
+    /// ([`continue_report`](Self::continue_report)).
     pub(crate) fn send_report(&mut self, now: Now) {
+        self.cluster.handover.report_walk = None;
         let c = &self.cluster;
         if c.epoch.number == 0 || c.epoch.leaders.is_empty() {
             return;
         }
         let collector = c.epoch.leaders[0].clone();
-        if collector != c.me && c.peers.link_of(&collector).is_none() {
+        let own = collector == c.me;
+        let link = c.peers.link_of(&collector);
+        if !own && link.is_none() {
             return; // sent when the link is up
         }
         let epoch = c.epoch.number;
@@ -47,10 +53,9 @@ impl Core {
             .and_then(|(_, t)| t.delay_until)
             .map_or(Duration::ZERO, |d| d.saturating_since(now.mono));
         begin.delay_left_us = u64::try_from(delay_left.as_micros()).unwrap_or(u64::MAX);
-        let own = collector == c.me;
         // The collector's own tickets stay here: room for all at once, not
         // a million moved at each doubling.
-        let (mut leader, mut home) = if own {
+        let tickets = if own {
             let table = c.leader.last_table.as_ref().map_or(0, |(_, t)| t.tickets);
             (
                 Vec::with_capacity(table),
@@ -59,68 +64,211 @@ impl Core {
         } else {
             (Vec::new(), Vec::new())
         };
+        let h = &mut self.cluster.handover;
+        if own {
+            h.own_serial += 1;
+            begin.own = Some(h.own_serial);
+        }
+        // Not sent until the last step: the tick must not start it over.
+        h.report_sent = None;
+        h.report_walk = Some(ReportWalk {
+            epoch,
+            collector: collector.clone(),
+            link: if own { None } else { link },
+            own: begin.own,
+            in_leader: true,
+            after: None,
+            leader_batch: Batch::new(BatchOf::Leader, epoch),
+            home_batch: Batch::new(BatchOf::Home, epoch),
+            lines: 1,
+            tickets,
+            next: now.mono,
+        });
+        let begin = PeerMsg::Tickets {
+            epoch,
+            part: Part::ReportBegin(begin),
+        };
+        self.send(To::Agent(&collector), begin);
+        self.continue_report(now);
+    }
+
+    /// One step of the report being written: at most `report_step`
+    /// tickets (and every ticket of the last object it takes), then its
+    /// last line when the walk is done. A report whose epoch passed, or
+    /// whose link to the collector is gone, is dropped: the tick starts
+    /// another when there is a link.
+    ///
+    /// Walked in steps, the tables may change in between, and the report
+    /// is still one the state may count (docs/cluster.md "Handover"): the
+    /// leader table is frozen; the home part loses a request only when its
+    /// client let it go (released, closed, revoked) and gains only waiting
+    /// ones, or ones granted in this epoch (then from a state that did
+    /// not wait for this report); and a leader-table ticket left out
+    /// because the home part would report it held, and then let go before
+    /// the home part got to it, is one the merge drops anyway (the home is
+    /// the authority on its clients).
+    pub(crate) fn continue_report(&mut self, now: Now) {
+        let Some(mut w) = self.cluster.handover.report_walk.take() else {
+            return;
+        };
+        let c = &self.cluster;
+        if w.epoch != c.epoch.number
+            || (w.link.is_some() && c.peers.link_of(&w.collector) != w.link)
+        {
+            return;
+        }
+        if now.mono < w.next {
+            self.cluster.handover.report_walk = Some(w);
+            return;
+        }
+        let mut budget = c.cfg.report_step.max(1);
         let mut lines = Vec::new();
-        let mut leader_batch = Batch::new(BatchOf::Leader, epoch);
-        if let Some((_, table)) = &c.leader.last_table {
-            // Both maps are in key order: walked together, not searched a
-            // million times.
-            let mut homes = self.table.objects.iter().peekable();
-            for (name, o) in &table.objects {
-                while homes.next_if(|(n, _)| *n < name).is_some() {}
-                let mine = homes.next_if(|(n, _)| *n == name).map(|(_, m)| m);
-                for t in &o.tickets {
-                    if let Some(fence) = t.fence() {
-                        // A lock of this agent's own client that its home
-                        // part below reports held with the same fence: the
-                        // state would be the same without the copy, and an
-                        // agent that is home and leader of a million locks
-                        // would otherwise report each twice.
-                        let held_here = mine.is_some_and(|m| {
-                            t.home == c.me
-                                && m.position(TicketId(t.req)).is_some_and(|i| {
-                                    matches!(m.tickets[i].state,
-                                        State::Held { fence: f, .. } | State::Expired { fence: f, .. }
-                                        if f == fence)
-                                })
-                        });
-                        if held_here {
-                            continue;
-                        }
-                        if own {
-                            leader.push(ReportedTicket {
-                                object: name.clone(),
-                                home: t.home.clone(),
-                                req: t.req,
-                                key: t.key.clone(),
-                                fence,
-                                kind: t.kind,
-                            });
-                        } else {
-                            let r = ReportedRef {
-                                object: name,
-                                home: &t.home,
-                                req: t.req,
-                                key: &t.key,
-                                fence,
-                                kind: t.kind,
-                            };
-                            lines.extend(leader_batch.push_ref(r, None));
-                        }
-                    }
+        if w.in_leader && self.report_leader_step(&mut w, &mut budget, &mut lines) {
+            lines.extend(w.leader_batch.take());
+            w.in_leader = false;
+            w.after = None;
+        }
+        let done = !w.in_leader && self.report_home_step(&mut w, &mut budget, &mut lines);
+        if done {
+            lines.extend(w.home_batch.take());
+        }
+        w.lines += lines.len() as u64;
+        let collector = w.collector.clone();
+        if done {
+            // About as many lines as on the wire, for the pause before
+            // another report.
+            let mut count = w.lines + 1;
+            if let Some(serial) = w.own {
+                let (leader, home) = &w.tickets;
+                count += (leader.len().div_ceil(BATCH_TICKETS) + home.len().div_ceil(BATCH_TICKETS))
+                    as u64;
+                self.cluster.handover.own_report = Some((serial, std::mem::take(&mut w.tickets)));
+            }
+            lines.push(PeerMsg::Tickets {
+                epoch: w.epoch,
+                part: Part::ReportEnd { count: w.lines + 1 },
+            });
+            let h = &mut self.cluster.handover;
+            h.report_sent = Some((w.epoch, now.mono));
+            h.report_pause = REPORT_PAUSE_PER_LINE * u32::try_from(count).unwrap_or(u32::MAX);
+        } else {
+            w.next = now.mono + self.cluster.cfg.report_step_pause;
+            self.cluster.handover.report_walk = Some(w);
+        }
+        for m in lines {
+            self.send(To::Agent(&collector), m);
+        }
+    }
+
+    /// A step of a report's leader part: this agent's frozen table of the
+    /// epoch it was last ready in, if any. True when the part is done.
+    fn report_leader_step(
+        &self,
+        w: &mut ReportWalk,
+        budget: &mut usize,
+        lines: &mut Vec<PeerMsg>,
+    ) -> bool {
+        let c = &self.cluster;
+        let Some((_, table)) = &c.leader.last_table else {
+            return true;
+        };
+        let from = w.after.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+        // Both maps are in key order: walked together, not searched a
+        // million times.
+        let mut homes = self
+            .table
+            .objects
+            .range((from, Bound::Unbounded))
+            .peekable();
+        let mut last = None;
+        let mut done = true;
+        for (name, o) in table.objects.range((from, Bound::Unbounded)) {
+            if *budget == 0 {
+                done = false;
+                break;
+            }
+            *budget = budget.saturating_sub(o.tickets.len().max(1));
+            last = Some(name);
+            while homes.next_if(|(n, _)| *n < name).is_some() {}
+            let mine = homes.next_if(|(n, _)| *n == name).map(|(_, m)| m);
+            for t in &o.tickets {
+                let Some(fence) = t.fence() else {
+                    continue;
+                };
+                // A lock of this agent's own client that its home part
+                // reports held with the same fence: the state would be the
+                // same without the copy, and an agent that is home and
+                // leader of a million locks would otherwise report each
+                // twice.
+                let held_here = mine.is_some_and(|m| {
+                    t.home == c.me
+                        && m.position(TicketId(t.req)).is_some_and(|i| {
+                            matches!(m.tickets[i].state,
+                                State::Held { fence: f, .. } | State::Expired { fence: f, .. }
+                                if f == fence)
+                        })
+                });
+                if held_here {
+                    continue;
+                }
+                if w.own.is_some() {
+                    w.tickets.0.push(ReportedTicket {
+                        object: name.clone(),
+                        home: t.home.clone(),
+                        req: t.req,
+                        key: t.key.clone(),
+                        fence,
+                        kind: t.kind,
+                    });
+                } else {
+                    let r = ReportedRef {
+                        object: name,
+                        home: &t.home,
+                        req: t.req,
+                        key: &t.key,
+                        fence,
+                        kind: t.kind,
+                    };
+                    lines.extend(w.leader_batch.push_ref(r, None));
                 }
             }
         }
-        lines.extend(leader_batch.take());
-        let mut home_batch = Batch::new(BatchOf::Home, epoch);
+        if let Some(name) = last {
+            w.after = Some(name.clone());
+        }
+        done
+    }
+
+    /// A step of a report's home part: its own clients' requests, held
+    /// (with their fences) or waiting. True when the part is done.
+    fn report_home_step(
+        &self,
+        w: &mut ReportWalk,
+        budget: &mut usize,
+        lines: &mut Vec<PeerMsg>,
+    ) -> bool {
         // On the wire an empty home stands for the sender.
-        let me = if own { c.me.clone() } else { Id::from("") };
-        for (name, o) in &self.table.objects {
+        let me = if w.own.is_some() {
+            self.cluster.me.clone()
+        } else {
+            Id::from("")
+        };
+        let from = w.after.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut last = None;
+        let mut done = true;
+        for (name, o) in self.table.objects.range((from, Bound::Unbounded)) {
+            if *budget == 0 {
+                done = false;
+                break;
+            }
+            *budget = budget.saturating_sub(o.tickets.len().max(1));
+            last = Some(name);
             for t in &o.tickets {
                 let (fence, held) = match t.state {
                     State::Waiting { .. } => (0, false),
                     State::Held { fence, .. } | State::Expired { fence, .. } => (fence, true),
                 };
-                if own {
+                if w.own.is_some() {
                     let r = ReportedTicket {
                         object: name.clone(),
                         home: me.clone(),
@@ -129,7 +277,7 @@ impl Core {
                         fence,
                         kind: t.kind,
                     };
-                    home.push((r, held));
+                    w.tickets.1.push((r, held));
                 } else {
                     let r = ReportedRef {
                         object: name,
@@ -139,38 +287,14 @@ impl Core {
                         fence,
                         kind: t.kind,
                     };
-                    lines.extend(home_batch.push_ref(r, Some(held)));
+                    lines.extend(w.home_batch.push_ref(r, Some(held)));
                 }
             }
         }
-        lines.extend(home_batch.take());
-        // About as many lines as on the wire, for the pause below.
-        let mut count = lines.len() + 2;
-        if own {
-            let serial = self.cluster.handover.own_serial + 1;
-            self.cluster.handover.own_serial = serial;
-            begin.own = Some(serial);
-            count += leader.len().div_ceil(BATCH_TICKETS) + home.len().div_ceil(BATCH_TICKETS);
-            self.cluster.handover.own_report = Some((serial, (leader, home)));
+        if let Some(name) = last {
+            w.after = Some(name.clone());
         }
-        let begin = PeerMsg::Tickets {
-            epoch,
-            part: Part::ReportBegin(begin),
-        };
-        lines.insert(0, begin);
-        let end = PeerMsg::Tickets {
-            epoch,
-            part: Part::ReportEnd {
-                count: lines.len() as u64 + 1,
-            },
-        };
-        lines.push(end);
-        self.cluster.handover.report_sent = Some((epoch, now.mono));
-        self.cluster.handover.report_pause =
-            REPORT_PAUSE_PER_LINE * u32::try_from(count).unwrap_or(u32::MAX);
-        for m in lines {
-            self.send(To::Agent(&collector), m);
-        }
+        done
     }
 
     /// `LOCKTICKETS`: a report (to the collector) or a state (from it).

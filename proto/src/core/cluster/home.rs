@@ -244,7 +244,10 @@ impl Core {
                 self.cluster.cfg.grace
             );
             self.revoke_all(now);
+            // Reported again, holding nothing: a report being written
+            // starts over.
             self.cluster.handover.report_sent = None;
+            self.cluster.handover.report_walk = None;
         }
         if in_contact {
             self.revoke_where_owner_lapsed(now);
