@@ -3,13 +3,12 @@
 //! fences, in which order.
 
 use std::collections::BTreeMap;
-use std::collections::hash_map::Entry;
-use std::hash::BuildHasherDefault;
+
+use hashbrown::HashTable;
 
 use super::Id;
 use super::batch::ReportedTicket;
 use super::handover::Report;
-use super::ids::FixedMap;
 
 /// Every ticket held in the new epoch, once each with the largest fence
 /// any report gives it, in key order (object, home, req: the tables'
@@ -35,74 +34,193 @@ use super::ids::FixedMap;
 /// A million held locks come in two or three reports each: borrowed keys,
 /// homes numbered once, no copy of a ticket until the state is written,
 /// and one sort at the end.
-pub(crate) fn merge_held(reports: &BTreeMap<Id, Report>) -> (Vec<(&ReportedTicket, u64)>, u64) {
-    /// One key of the state: whether something holds it yet (a home's
-    /// waiting request does not, a table's ticket for it does), and the
-    /// largest fence of those that hold it.
+pub(crate) fn merge_held(reports: &BTreeMap<Id, Report>) -> (Vec<Held<'_>>, u64) {
+    /// One key of the state: its home's number, whether something holds
+    /// it yet (a home's waiting request does not, a table's ticket for it
+    /// does), and the largest fence of those that hold it.
     struct Slot<'a> {
         t: &'a ReportedTicket,
+        place: Place,
+        home: u32,
         fence: u64,
         held: bool,
+    }
+    /// The key (object, home, request) of a ticket, hashed from the hash
+    /// its name keeps.
+    fn key_hash(t: &ReportedTicket, home: u32) -> u64 {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let h = (t.object.hash64() ^ u64::from(home)).wrapping_mul(K);
+        let h = (h ^ t.req).wrapping_mul(K);
+        h ^ (h >> 29)
     }
     let mut homes = Homes::new(reports);
     let size: usize = reports
         .values()
         .map(|r| r.home.len() + r.leader.len())
         .sum();
-    let mut index: FixedMap<(&[u8], u32, u64), usize> =
-        FixedMap::with_capacity_and_hasher(size.min(1 << 24), BuildHasherDefault::default());
-    let mut slots: Vec<Slot<'_>> = Vec::new();
+    // The slots' places by key: a word a ticket, not a copy of its key (a
+    // map of keys was some 150 MB for three million tickets, every page
+    // of it new memory to the kernel).
+    let mut index: HashTable<usize> = HashTable::with_capacity(size.min(1 << 24));
+    let mut slots: Vec<Slot<'_>> = Vec::with_capacity(size.min(1 << 24));
+    // The place of the slot of `t` (of home number `home`), if any.
+    fn find(
+        index: &HashTable<usize>,
+        slots: &[Slot<'_>],
+        t: &ReportedTicket,
+        home: u32,
+    ) -> Option<usize> {
+        let same = |&i: &usize| {
+            let s = &slots[i];
+            s.home == home && s.t.req == t.req && s.t.object == t.object
+        };
+        index.find(key_hash(t, home), same).copied()
+    }
+    // `Ok` with the place of the slot of `t`, or `Err` with the place its
+    // new slot must take next, the index having it already.
+    fn slot(
+        index: &mut HashTable<usize>,
+        slots: &[Slot<'_>],
+        t: &ReportedTicket,
+        home: u32,
+    ) -> Result<usize, usize> {
+        if let Some(i) = find(index, slots, t, home) {
+            return Ok(i);
+        }
+        let i = slots.len();
+        index.insert_unique(key_hash(t, home), i, |&j| {
+            key_hash(slots[j].t, slots[j].home)
+        });
+        Err(i)
+    }
     let mut floor = 0;
-    for r in reports.values() {
+    for (report, r) in reports.values().enumerate() {
         floor = floor.max(r.floor);
-        for (t, h) in &r.home {
-            let key = (&t.object[..], homes.number(&t.home).0, t.req);
+        for (at, (t, h)) in r.home.iter().enumerate() {
+            let home = homes.number(&t.home).0;
             let fence = if *h { t.fence } else { 0 };
-            match index.entry(key) {
-                Entry::Occupied(e) => {
-                    let s = &mut slots[*e.get()];
+            match slot(&mut index, &slots, t, home) {
+                Ok(i) => {
+                    let s = &mut slots[i];
                     s.held |= *h;
                     s.fence = s.fence.max(fence);
                 }
-                Entry::Vacant(e) => {
-                    e.insert(slots.len());
-                    slots.push(Slot { t, fence, held: *h });
-                }
+                Err(_) => slots.push(Slot {
+                    t,
+                    place: Place {
+                        report,
+                        home: true,
+                        at,
+                    },
+                    home,
+                    fence,
+                    held: *h,
+                }),
             }
         }
     }
     let latest_ready = (reports.values().map(|r| r.ready_epoch).max()).unwrap_or(0);
-    for r in (reports.values()).filter(|r| r.ready_epoch == latest_ready) {
-        for t in &r.leader {
+    let ready = (reports.values().enumerate()).filter(|(_, r)| r.ready_epoch == latest_ready);
+    for (report, r) in ready {
+        for (at, t) in r.leader.iter().enumerate() {
             let (home, reported) = homes.number(&t.home);
-            match index.entry((&t.object[..], home, t.req)) {
-                Entry::Occupied(e) => {
-                    let s = &mut slots[*e.get()];
+            if reported {
+                // Its home let it go unless its report has it: no slot.
+                if let Some(i) = find(&index, &slots, t, home) {
+                    let s = &mut slots[i];
                     s.held = true;
                     s.fence = s.fence.max(t.fence);
                 }
-                Entry::Vacant(_) if reported => {} // its home let it go
-                Entry::Vacant(e) => {
-                    e.insert(slots.len());
-                    slots.push(Slot {
-                        t,
-                        fence: t.fence,
-                        held: true,
-                    });
+                continue;
+            }
+            match slot(&mut index, &slots, t, home) {
+                Ok(i) => {
+                    let s = &mut slots[i];
+                    s.held = true;
+                    s.fence = s.fence.max(t.fence);
                 }
+                Err(_) => slots.push(Slot {
+                    t,
+                    place: Place {
+                        report,
+                        home: false,
+                        at,
+                    },
+                    home,
+                    fence: t.fence,
+                    held: true,
+                }),
             }
         }
     }
     drop(index);
-    let mut held: Vec<(&ReportedTicket, u64)> = slots
+    let mut held: Vec<Held<'_>> = slots
         .into_iter()
         .filter(|s| s.held)
-        .map(|s| (s.t, s.fence))
+        .map(|s| Held {
+            t: s.t,
+            fence: s.fence,
+            place: s.place,
+        })
         .collect();
-    held.sort_unstable_by(|(a, _), (b, _)| {
-        (&a.object, &*a.home, a.req).cmp(&(&b.object, &*b.home, b.req))
+    held.sort_unstable_by(|a, b| {
+        (&a.t.object, &*a.t.home, a.t.req).cmp(&(&b.t.object, &*b.t.home, b.t.req))
     });
     (held, floor)
+}
+
+/// A ticket of the new epoch's state: as a report gave it, its fence in
+/// the state, and where the report has it.
+pub(crate) struct Held<'a> {
+    pub t: &'a ReportedTicket,
+    pub fence: u64,
+    pub place: Place,
+}
+
+/// Where a report has a ticket: the report (in the reports' order), its
+/// home part or its leader part, the place there.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Place {
+    report: usize,
+    home: bool,
+    at: usize,
+}
+
+/// The state's tickets, in the order of `held` (their places and fences,
+/// as [`merge_held`] gave them), taken out of the reports rather than
+/// copied: a million names and keys are not copied again, and most of
+/// what the reports hold is not left to free afterwards.
+pub(crate) fn take_held(
+    reports: BTreeMap<Id, Report>,
+    held: &[(Place, u64)],
+) -> Vec<ReportedTicket> {
+    // Per report and part, each ticket's place in the state, plus one
+    // (0: not in it).
+    let mut to: Vec<[Vec<usize>; 2]> = (reports.values())
+        .map(|r| [vec![0; r.leader.len()], vec![0; r.home.len()]])
+        .collect();
+    for (k, (p, _)) in held.iter().enumerate() {
+        to[p.report][usize::from(p.home)][p.at] = k + 1;
+    }
+    let mut out: Vec<Option<ReportedTicket>> = Vec::with_capacity(held.len());
+    out.resize_with(held.len(), || None);
+    let mut put = |k: usize, t: ReportedTicket| {
+        if let Some(k) = k.checked_sub(1) {
+            out[k] = Some(ReportedTicket {
+                fence: held[k].1,
+                ..t
+            });
+        }
+    };
+    for ((_, r), to) in reports.into_iter().zip(&to) {
+        for (t, k) in r.leader.into_iter().zip(&to[0]) {
+            put(*k, t);
+        }
+        for ((t, _), k) in r.home.into_iter().zip(&to[1]) {
+            put(*k, t);
+        }
+    }
+    out.into_iter().flatten().collect()
 }
 
 /// The homes named in a handover's tickets, numbered: a ticket's key
@@ -151,20 +269,50 @@ mod tests {
         }
     }
 
+    fn copy(reports: &BTreeMap<Id, Report>) -> BTreeMap<Id, Report> {
+        (reports.iter())
+            .map(|(id, r)| {
+                let r = Report {
+                    prev_epoch: r.prev_epoch,
+                    prev_leaders: r.prev_leaders.clone(),
+                    ready_epoch: r.ready_epoch,
+                    floor: r.floor,
+                    delay_left: r.delay_left,
+                    up: r.up,
+                    own: r.own,
+                    leader: r.leader.clone(),
+                    home: r.home.clone(),
+                    lines: r.lines,
+                };
+                (id.clone(), r)
+            })
+            .collect()
+    }
+
     /// What the state holds: (object, home, req, fence), sorted by the
     /// names' bytes; the state itself comes in the tables' order.
     fn merged(reports: &BTreeMap<Id, Report>) -> Vec<(String, String, u64, u64)> {
         let (held, _) = merge_held(reports);
         let key = |t: &ReportedTicket| (t.object.clone(), t.home.clone(), t.req);
         assert!(
-            held.windows(2).all(|w| key(w[0].0) < key(w[1].0)),
+            held.windows(2).all(|w| key(w[0].t) < key(w[1].t)),
             "in the tables' order, each key once"
         );
+        // Taken out of (a copy of) the reports, the same tickets in the
+        // same order, with the state's fences.
+        let places: Vec<_> = held.iter().map(|h| (h.place, h.fence)).collect();
+        let taken = take_held(copy(reports), &places);
+        let want: Vec<_> = (held.iter())
+            .map(|h| (key(h.t), &h.t.key, h.fence))
+            .collect();
+        let got: Vec<_> = (taken.iter()).map(|t| (key(t), &t.key, t.fence)).collect();
+        assert_eq!(got, want);
         let mut out: Vec<_> = held
             .iter()
+            .map(|h| (h.t, h.fence))
             .map(|(t, f)| {
                 let o = String::from_utf8(t.object.to_vec()).unwrap();
-                (o, t.home.to_string(), t.req, *f)
+                (o, t.home.to_string(), t.req, f)
             })
             .collect();
         out.sort();

@@ -9,7 +9,7 @@ use crate::cluster::config::Plant;
 use crate::cluster::handover::{
     REPORT_PAUSE_PER_LINE, Report, ReportWalk, StateIn, own_state_hold, state_delay,
 };
-use crate::cluster::merge::merge_held;
+use crate::cluster::merge::{Held, merge_held, take_held};
 use crate::cluster::msg::{BadField, Part, PeerMsg, ReportBegin};
 use crate::cluster::{Cluster, Id};
 use crate::core::Core;
@@ -408,8 +408,8 @@ impl Core {
         collect.done = true;
         let reports = std::mem::take(&mut collect.reports);
         let (held, mut floor) = merge_held(&reports);
-        for (_, fence) in &held {
-            floor = floor.max(*fence);
+        for h in &held {
+            floor = floor.max(h.fence);
         }
         let epoch = self.cluster.epoch.number;
         let base = crate::cluster::persist::fence_base(epoch).max(floor + 1);
@@ -428,13 +428,13 @@ impl Core {
                 format!("incomplete: lock-delay {delay:?}")
             }
         );
-        let mut msgs = Vec::with_capacity(held.len() + reports.len() + 2);
+        let mut msgs = Vec::with_capacity(held.len().div_ceil(BATCH_TICKETS) + reports.len() + 2);
         msgs.push(PeerMsg::Tickets {
             epoch,
             part: Part::StateBegin { base, delay },
         });
         let mut batch = Batch::new(BatchOf::State, epoch);
-        for &(t, fence) in &held {
+        for &Held { t, fence, .. } in &held {
             if fence == t.fence {
                 msgs.extend(batch.push(t, None));
             } else {
@@ -458,13 +458,14 @@ impl Core {
         // are, installed once the others' copies went out.
         let me = self.cluster.me.clone();
         if self.cluster.epoch.leaders.contains(&me) {
+            let places: Vec<_> = held.iter().map(|h| (h.place, h.fence)).collect();
+            drop(held);
+            let reporters = reports.keys().cloned().collect();
             let state = StateIn {
                 base,
                 delay,
-                tickets: (held.iter())
-                    .map(|&(t, fence)| ReportedTicket { fence, ..t.clone() })
-                    .collect(),
-                reporters: reports.keys().cloned().collect(),
+                tickets: take_held(reports, &places),
+                reporters,
             };
             self.cluster.handover.own_state = Some((now.mono, state));
             self.cluster.handover.own_state_held = None;
