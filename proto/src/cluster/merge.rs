@@ -32,8 +32,8 @@ use super::handover::Report;
 /// counted, or its home is silent for the release delay.
 ///
 /// A million held locks come in two or three reports each: borrowed keys,
-/// homes numbered once, no copy of a ticket until the state is written,
-/// and one sort at the end.
+/// homes numbered once, an index of a word a ticket, no copy of a ticket
+/// until the state is written, and one sort at the end.
 pub(crate) fn merge_held(reports: &BTreeMap<Id, Report>) -> (Vec<Held<'_>>, u64) {
     /// One key of the state: its home's number, whether something holds
     /// it yet (a home's waiting request does not, a table's ticket for it

@@ -397,6 +397,25 @@ fn losing_two_of_three_leaders_of_five_waits_the_lock_delay_before_any_grant() {
     assert_eq!(got.command, "LOCKED", "{got}");
 }
 
+/// A client of node `i` that takes `held-0` .. `held-{n-1}` for ten
+/// minutes, and the fences it got.
+fn hold_many(net: &mut Net, i: usize, n: usize) -> (u64, Vec<u64>) {
+    let a = net.open(i);
+    for k in 0..n {
+        net.send(
+            a,
+            &format!("LOCK object_name=held-{k};duration=600;tag={k}"),
+        );
+    }
+    let mut fences = Vec::new();
+    for _ in 0..n {
+        let got = net.wait_reply(a, Duration::from_secs(5)).expect("granted");
+        assert_eq!(got.command, "LOCKED", "{got}");
+        fences.push(got.get_str("fence").unwrap().parse::<u64>().unwrap());
+    }
+    (a, fences)
+}
+
 #[test]
 fn thousands_of_held_locks_cross_a_failover_in_batches_and_stay_held() {
     // More tickets than one LOCKTICKETS line carries: the reports and the
@@ -404,19 +423,7 @@ fn thousands_of_held_locks_cross_a_failover_in_batches_and_stay_held() {
     const N: usize = 3000;
     let mut net = Net::new(3, 6);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    let a = net.open(0);
-    for k in 0..N {
-        net.send(
-            a,
-            &format!("LOCK object_name=held-{k};duration=600;tag={k}"),
-        );
-    }
-    let mut fences = Vec::new();
-    for _ in 0..N {
-        let got = net.wait_reply(a, Duration::from_secs(5)).expect("granted");
-        assert_eq!(got.command, "LOCKED", "{got}");
-        fences.push(got.get_str("fence").unwrap().parse::<u64>().unwrap());
-    }
+    let (a, fences) = hold_many(&mut net, 0, N);
     let epoch =
         |net: &mut Net, i| -> u64 { net.info(i).get_str("epoch").unwrap().parse().unwrap() };
     let before = epoch(&mut net, 0);
@@ -455,19 +462,7 @@ fn a_report_written_in_steps_keeps_what_is_held_and_not_what_is_let_go_meanwhile
     const N: usize = 3000;
     let mut net = Net::with_report_step(3, 6, 50);
     net.run_until(Duration::from_secs(5), |n| n.all_ready());
-    let a = net.open(0);
-    for k in 0..N {
-        net.send(
-            a,
-            &format!("LOCK object_name=held-{k};duration=600;tag={k}"),
-        );
-    }
-    let mut fences = Vec::new();
-    for _ in 0..N {
-        let got = net.wait_reply(a, Duration::from_secs(5)).expect("granted");
-        assert_eq!(got.command, "LOCKED", "{got}");
-        fences.push(got.get_str("fence").unwrap().parse::<u64>().unwrap());
-    }
+    let (a, fences) = hold_many(&mut net, 0, N);
     let before = epoch_of(&mut net, 0);
     net.run_for(Duration::from_secs(8));
     net.crash(2);
