@@ -73,8 +73,8 @@ pub(crate) struct ReportWalk {
     pub in_leader: bool,
     /// The last object walked in the current part.
     pub after: Option<ObjectName>,
-    pub leader_batch: Batch,
-    pub home_batch: Batch,
+    /// The current part's tickets not yet on a line.
+    pub batch: Batch,
     /// Lines sent so far, the first included.
     pub lines: u64,
     /// The collector's own report's tickets.

@@ -78,8 +78,7 @@ impl Core {
             own: begin.own,
             in_leader: true,
             after: None,
-            leader_batch: Batch::new(BatchOf::Leader, epoch),
-            home_batch: Batch::new(BatchOf::Home, epoch),
+            batch: Batch::new(BatchOf::Leader, epoch),
             lines: 1,
             tickets,
             next: now.mono,
@@ -124,13 +123,14 @@ impl Core {
         let mut budget = c.cfg.report_step.max(1);
         let mut lines = Vec::new();
         if w.in_leader && self.report_leader_step(&mut w, &mut budget, &mut lines) {
-            lines.extend(w.leader_batch.take());
+            lines.extend(w.batch.take());
+            w.batch = Batch::new(BatchOf::Home, w.epoch);
             w.in_leader = false;
             w.after = None;
         }
         let done = !w.in_leader && self.report_home_step(&mut w, &mut budget, &mut lines);
         if done {
-            lines.extend(w.home_batch.take());
+            lines.extend(w.batch.take());
         }
         w.lines += lines.len() as u64;
         let collector = w.collector.clone();
@@ -229,7 +229,7 @@ impl Core {
                         fence,
                         kind: t.kind,
                     };
-                    lines.extend(w.leader_batch.push_ref(r, None));
+                    lines.extend(w.batch.push_ref(r, None));
                 }
             }
         }
@@ -287,7 +287,7 @@ impl Core {
                         fence,
                         kind: t.kind,
                     };
-                    lines.extend(w.home_batch.push_ref(r, Some(held)));
+                    lines.extend(w.batch.push_ref(r, Some(held)));
                 }
             }
         }
