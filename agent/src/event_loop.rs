@@ -38,7 +38,7 @@ use crate::listen::{self, SocketFile};
 use crate::logging::RateLimit;
 use crate::metrics_http::{self, MetricsServer};
 use crate::notify::Notifier;
-use crate::peers::{self, Peers};
+use crate::peers::{self, Peers, Pending};
 use crate::signals::{self, Signals};
 use crate::state::{self, StateFile};
 use crate::units::{self, Units};
@@ -460,10 +460,14 @@ impl EventLoop {
                 }
                 continue;
             }
-            let Some(input) = self.peers.next_input() else {
-                return;
+            let handled = match self.peers.next_input() {
+                None => return,
+                Some(Pending::Input(input)) => self.core.handle_input(now, input),
+                Some(Pending::Line { peer, at }) => {
+                    (self.core).handle_peer_line(now, peer, self.peers.line(&at))
+                }
             };
-            if let Err(e) = self.core.handle_input(now, input) {
+            if let Err(e) = handled {
                 log::error!("the core refused a peer input (a bug in snaplockd): {e}");
                 debug_assert!(false, "the core refused a peer input: {e}");
             }

@@ -239,7 +239,7 @@ impl Peers {
                 "the other agent"
             }
         );
-        self.inputs.push_back(Input::PeerUp {
+        self.push_input(Input::PeerUp {
             peer: PeerId(id),
             name,
             addr: member,

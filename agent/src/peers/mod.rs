@@ -29,6 +29,7 @@ mod link;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::{Shutdown, SocketAddr};
+use std::ops::Range;
 use std::time::Duration;
 
 use log::Level;
@@ -85,6 +86,42 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// at once, so a flood of connections costs a bounded amount.
 const MAX_HANDSHAKES: usize = 64;
 const READ_BUF: usize = 64 << 10;
+
+/// Room kept for the lines waiting for the core once they are read: more
+/// is given back after a burst.
+const LINES_KEPT: usize = 4 * READ_BUF;
+
+/// What the core is told, in the order it happened.
+pub(crate) enum Pending {
+    /// An input as it is.
+    Input(Input),
+    /// A line on an up link ([`Input::PeerLine`]), its bytes at `at` in
+    /// the lines read ([`Peers::line`]).
+    Line {
+        /// The link.
+        peer: PeerId,
+        /// Where its bytes are.
+        at: Range<usize>,
+    },
+}
+
+/// Queues a line read on the up link `peer`, its bytes after the others'.
+fn push_line(inputs: &mut VecDeque<Pending>, lines: &mut Vec<u8>, peer: PeerId, line: &[u8]) {
+    if inputs.is_empty() {
+        // Every line before was handed to the core: their room is free,
+        // and a burst (an epoch's state) does not keep its room for good.
+        lines.clear();
+        if lines.capacity() > LINES_KEPT {
+            lines.shrink_to(LINES_KEPT);
+        }
+    }
+    let start = lines.len();
+    lines.extend_from_slice(line);
+    inputs.push_back(Pending::Line {
+        peer,
+        at: start..lines.len(),
+    });
+}
 const READ_BUDGET: usize = 16;
 const ACCEPT_BUDGET: usize = 64;
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
@@ -126,7 +163,10 @@ pub(crate) struct Peers {
     links: BTreeMap<u64, Link>,
     next_id: u64,
     rng: StdRng,
-    inputs: VecDeque<Input>,
+    inputs: VecDeque<Pending>,
+    /// The bytes of the lines in `inputs`, back to back: a line read costs
+    /// no allocation of its own.
+    lines: Vec<u8>,
     dirty: Vec<u64>,
     read_again: Vec<u64>,
     /// The up links whose socket did not take all their lines, after
@@ -163,6 +203,7 @@ impl Peers {
             next_id: 1,
             rng: StdRng::from_seed(seed),
             inputs: VecDeque::new(),
+            lines: Vec::new(),
             dirty: Vec::new(),
             read_again: Vec::new(),
             backlog: Vec::new(),
@@ -235,9 +276,19 @@ impl Peers {
         Ok(peers)
     }
 
-    /// The next input for the core, in the order things happened.
-    pub(crate) fn next_input(&mut self) -> Option<Input> {
+    /// What the core is to be told next, in the order things happened.
+    pub(crate) fn next_input(&mut self) -> Option<Pending> {
         self.inputs.pop_front()
+    }
+
+    /// The bytes of a [`Pending::Line`] (valid until the next line is read).
+    pub(crate) fn line(&self, at: &Range<usize>) -> &[u8] {
+        &self.lines[at.clone()]
+    }
+
+    /// Queues an input for the core.
+    fn push_input(&mut self, input: Input) {
+        self.inputs.push_back(Pending::Input(input));
     }
 
     /// Whether links have lines that were not written yet this iteration.
@@ -331,7 +382,7 @@ impl Peers {
         let _ = registry.deregister(&mut link.stream);
         let was_up = link.state == State::Up;
         if was_up {
-            self.inputs.push_back(Input::PeerDown { peer: PeerId(id) });
+            self.push_input(Input::PeerDown { peer: PeerId(id) });
         }
         // Only links this agent dialed, or that were up, set the redial:
         // anybody may connect and claim to be a member.
@@ -621,11 +672,8 @@ impl Peers {
                 // On a link that is up, every line is the core's, but the
                 // other side's taking back its acceptance.
                 Some(Frame::Line(line)) if link.state == State::Up && !is_refuse(line) => {
-                    let line = line.to_vec();
-                    self.inputs.push_back(Input::PeerLine {
-                        peer: PeerId(id),
-                        line,
-                    });
+                    let (inputs, lines) = (&mut self.inputs, &mut self.lines);
+                    push_line(inputs, lines, PeerId(id), line);
                     continue;
                 }
                 Some(Frame::Line(line)) => wire::parse(line).map_err(|e| {

@@ -423,7 +423,7 @@ impl Core {
     /// Feeds one input. Drain [`poll_output`](Self::poll_output) afterwards.
     pub fn handle_input(&mut self, now: Now, input: Input) -> Result<(), InputError> {
         self.advance(now)?;
-        match input {
+        let handled = match input {
             Input::ClientOpened { client, cred } => self.client_opened(now, client, cred),
             Input::ClientMessage { client, msg } => self.client_message(now, client, msg),
             Input::ClientMalformed {
@@ -439,7 +439,30 @@ impl Core {
                 self.unit_empty(now, unit);
                 Ok(())
             }
-        }?;
+        };
+        self.after_handled(now, handled)
+    }
+
+    /// [`Input::PeerLine`] with the line borrowed: a shell that keeps the
+    /// lines it read in a buffer of its own feeds them without a copy each.
+    pub fn handle_peer_line(
+        &mut self,
+        now: Now,
+        peer: PeerId,
+        line: &[u8],
+    ) -> Result<(), InputError> {
+        self.advance(now)?;
+        let handled = self.peer_line(now, peer, line);
+        self.after_handled(now, handled)
+    }
+
+    /// What follows every input the core took.
+    fn after_handled(
+        &mut self,
+        now: Now,
+        handled: Result<(), InputError>,
+    ) -> Result<(), InputError> {
+        handled?;
         if self.authority.is_cluster() {
             // Before its own messages are read: the owner's word to its
             // own clients arrives in this call.
