@@ -50,6 +50,28 @@ if [ -n "$missing" ]; then
     fi
 fi
 
+# llvm-profdata, for the build of snaplockd with a profile of its hot
+# paths (packaging/pgo.sh), unless DEB_BUILD_OPTIONS has nopgo.
+case " ${DEB_BUILD_OPTIONS:-} " in
+*" nopgo "*) ;;
+*)
+    have_profdata=${LLVM_PROFDATA:-}
+    for p in "$(rustc --print sysroot 2>/dev/null)"/lib/rustlib/*/bin/llvm-profdata; do
+        if [ -x "$p" ]; then have_profdata=$p; fi
+    done
+    [ -n "$have_profdata" ] || have_profdata=$(command -v llvm-profdata-19 || command -v llvm-profdata || true)
+    if [ -z "$have_profdata" ]; then
+        if [ "$(id -u)" -eq 0 ]; then
+            say "installing llvm-19 (llvm-profdata)"
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends llvm-19 >/dev/null
+        else
+            die "no llvm-profdata; install it with: sudo apt-get install llvm-19 (or build with DEB_BUILD_OPTIONS=nopgo)"
+        fi
+    fi
+    ;;
+esac
+
 # The Rust toolchain: at least the workspace's rust-version.
 command -v cargo >/dev/null || die "cargo is not in PATH (see https://rustup.rs)"
 need=$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$repo/Cargo.toml")
@@ -83,7 +105,7 @@ fi
 rm -rf "$src/debian"
 cp -R "$repo/packaging/debian" "$src/debian"
 
-say "dpkg-buildpackage (cargo build --release)"
+say "dpkg-buildpackage (cargo build --release; snaplockd with a profile)"
 rm -f "$work"/*.deb "$work"/*.ddeb "$work"/*.changes "$work"/*.buildinfo
 (cd "$src" && CARGO_TARGET_DIR="$work/cargo-target" dpkg-buildpackage -us -uc -b -d)
 
