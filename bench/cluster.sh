@@ -20,8 +20,10 @@
 #   AGENTS [3]  DURATION [10]  ROUNDS [3]  MAX_OPS [1000000]  PORT_BASE [14000]
 #   WAIT [poll]: how lockgen's line clients (snaplock, floor) wait for a reply (lockgen --wait):
 #       poll, as snaplock-client, libsnaplock and snaplock-cli do; read, blocked in read
-#   SNAPLOCKD [target/release/snaplockd, built here]: the agent binary to run; when set,
-#       nothing of the workspace is built (e.g. a release build of another work tree)
+#   SNAPLOCKD [built here]: the agent binary to run; when set, nothing of the workspace is
+#       built (e.g. a release build of another work tree)
+#   BUILD [pgo]: how snaplockd is built here: pgo, as the Debian package ships it
+#       (packaging/pgo.sh, into target/pgo); plain, cargo build --release
 #   AGENT_ARGS (extra snaplockd options)  INDEPENDENT [0]: agents without --listen/--neighbors
 #   SCENARIOS ["free held-victim held-survivor"]  TRIALS [5]  VICTIM [owner]  BUDGET [60] (failover)
 #   SIGNAL [kill] (failover): kill, SIGKILL of the victim; stop, SIGSTOP (silent, links left open),
@@ -127,8 +129,13 @@ mkdir -p bench/results
 OUT=${OUT:-$top/bench/results/cluster-$STAMP.jsonl}
 case "$MODE: $SYSTEMS " in failover:* | all:* | *" snaplock "*)
     if [ -z "${SNAPLOCKD:-}" ]; then
-        cargo build --release --quiet -p snaplock-agent
-        SNAPLOCKD=$top/target/release/snaplockd
+        case ${BUILD:-pgo} in
+        pgo) packaging/pgo.sh "$top/target/pgo" > /dev/null
+            SNAPLOCKD=$top/target/pgo/snaplockd ;;
+        plain) cargo build --release --quiet -p snaplock-agent
+            SNAPLOCKD=$top/target/release/snaplockd ;;
+        *) die "BUILD=$BUILD: pgo or plain" ;;
+        esac
     fi
     [ -x "$SNAPLOCKD" ] || die "SNAPLOCKD=$SNAPLOCKD is not an executable" ;;
 esac

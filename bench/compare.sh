@@ -9,7 +9,8 @@
 #                                    reply (lockgen --wait): poll [default], as
 #                                    snaplock's client libraries do, or read
 #
-# It builds snaplockd (release) and lockgen (into target/lockgen), starts
+# It builds snaplockd (as the Debian package does, below) and lockgen
+# (into target/lockgen), starts
 # snaplockd on a socket in a temporary directory, runs compare.sh (which
 # starts and stops its own redis-server), writes the JSON lines to
 # bench/results/, and stops snaplockd by its pid on any exit.
@@ -20,7 +21,18 @@ shared=${SHARED:-$top/../shared}
 lockgen_src=$shared/bench/lockgen
 [ -d "$lockgen_src" ] || { echo "bench/compare.sh: $lockgen_src not found (set SHARED)" >&2; exit 2; }
 
-cargo build --release --bin snaplockd --quiet
+# SNAPLOCKD: the agent to run; else built here as BUILD says: pgo (the
+# default), as the Debian package ships it (packaging/pgo.sh, into
+# target/pgo); plain, cargo build --release.
+if [ -z "${SNAPLOCKD:-}" ]; then
+    case ${BUILD:-pgo} in
+    pgo) packaging/pgo.sh "$top/target/pgo" > /dev/null
+        SNAPLOCKD=$top/target/pgo/snaplockd ;;
+    plain) cargo build --release --bin snaplockd --quiet
+        SNAPLOCKD=$top/target/release/snaplockd ;;
+    *) echo "bench/compare.sh: BUILD=$BUILD: pgo or plain" >&2; exit 2 ;;
+    esac
+fi
 CARGO_TARGET_DIR=$top/target/lockgen cargo build --release --quiet --manifest-path "$lockgen_src/Cargo.toml"
 export LOCKGEN=$top/target/lockgen/release/lockgen
 
@@ -38,7 +50,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-target/release/snaplockd --socket "$work/snaplock.sock" --log-level warn ${AGENT_ARGS:-} &
+"$SNAPLOCKD" --socket "$work/snaplock.sock" --log-level warn ${AGENT_ARGS:-} &
 agent_pid=$!
 for _ in $(seq 100); do [ -S "$work/snaplock.sock" ] && break; sleep 0.05; done
 [ -S "$work/snaplock.sock" ] || { echo "bench/compare.sh: snaplockd did not start" >&2; exit 1; }
