@@ -26,7 +26,8 @@
 #
 # Environment: CARGO_TARGET_DIR (where the plain build is; default
 # ./target), PGO_PORT_BASE (three loopback ports from it + 1; default
-# 25310), PGO_SECS (seconds per workload; default 2).
+# one of 25000-28999 by the script's pid), PGO_SECS (seconds per
+# workload; default 2).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +35,8 @@ out=${1:?usage: packaging/pgo.sh OUT_DIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 target=${CARGO_TARGET_DIR:-$top/target}
-port_base=${PGO_PORT_BASE:-25310}
+# Two builds at once on one machine take different ports.
+port_base=${PGO_PORT_BASE:-$((25000 + ($$ % 1000) * 4))}
 secs=${PGO_SECS:-2}
 
 say() { printf '== pgo: %s\n' "$*" >&2; }
