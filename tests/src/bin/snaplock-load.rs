@@ -21,53 +21,16 @@
     reason = "a load tool: it times itself and reads the wall clock"
 )]
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-struct Conn {
-    w: UnixStream,
-    r: BufReader<UnixStream>,
-    line: String,
-}
-
-impl Conn {
-    fn open(socket: &Path) -> Result<Conn, String> {
-        let w = UnixStream::connect(socket)
-            .map_err(|e| format!("connect {}: {e}", socket.display()))?;
-        w.set_read_timeout(Some(Duration::from_secs(30)))
-            .map_err(|e| format!("set_read_timeout: {e}"))?;
-        let r = BufReader::new(w.try_clone().map_err(|e| format!("clone: {e}"))?);
-        Ok(Conn {
-            w,
-            r,
-            line: String::new(),
-        })
-    }
-
-    /// Sends `line` and returns the command of the reply.
-    fn ask(&mut self, line: &str) -> Result<&str, String> {
-        self.w
-            .write_all(line.as_bytes())
-            .map_err(|e| format!("write: {e}"))?;
-        self.line.clear();
-        if self
-            .r
-            .read_line(&mut self.line)
-            .map_err(|e| format!("read: {e}"))?
-            == 0
-        {
-            return Err("the agent closed the connection".into());
-        }
-        Ok(self.line.split(' ').next().unwrap_or("").trim_end())
-    }
-}
+use snaplock_tests::line_conn::LineConn;
 
 /// Asks `socket` `LOCKSTATUS` until it answers `LOCKREADY`, or `until`.
 fn wait_ready(socket: &Path, until: Instant) -> Result<(), String> {
     loop {
-        let answer = Conn::open(socket).and_then(|mut c| c.ask("LOCKSTATUS\n").map(str::to_owned));
+        let answer =
+            LineConn::open(socket).and_then(|mut c| c.ask("LOCKSTATUS\n").map(str::to_owned));
         match answer {
             Ok(a) if a == "LOCKREADY" => return Ok(()),
             Ok(_) | Err(_) if Instant::now() < until => {
@@ -83,7 +46,7 @@ fn wait_ready(socket: &Path, until: Instant) -> Result<(), String> {
 /// key's second half, is its own, as a process of its own would have it
 /// (one key may ask for a name once at a time).
 fn client(socket: &Path, name: &str, pid: u64, end: Instant) -> Result<u64, String> {
-    let mut conn = Conn::open(socket)?;
+    let mut conn = LineConn::open(socket)?;
     let mut pairs = 0u64;
     while Instant::now() < end {
         let wall = SystemTime::now()

@@ -26,48 +26,12 @@
 
 #![allow(clippy::disallowed_methods, reason = "a load tool: it times itself")]
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use snaplock_tests::line_conn::LineConn;
 use snaplock_tests::procfs::rss_kib;
-
-struct Conn {
-    w: UnixStream,
-    r: BufReader<UnixStream>,
-    line: String,
-}
-
-impl Conn {
-    fn open(path: &Path) -> Result<Conn, String> {
-        let w = UnixStream::connect(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let r = BufReader::new(w.try_clone().map_err(|e| e.to_string())?);
-        Ok(Conn {
-            w,
-            r,
-            line: String::new(),
-        })
-    }
-
-    /// Sends one line and returns the reply's first word.
-    fn ask(&mut self, line: &str) -> Result<&str, String> {
-        self.w
-            .write_all(line.as_bytes())
-            .map_err(|e| format!("write: {e}"))?;
-        self.line.clear();
-        if self
-            .r
-            .read_line(&mut self.line)
-            .map_err(|e| format!("read: {e}"))?
-            == 0
-        {
-            return Err("the agent closed the connection".into());
-        }
-        Ok(self.line.split(' ').next().unwrap_or("").trim_end())
-    }
-}
 
 /// Runs `op` in a closed loop on `clients` connections for `secs`;
 /// returns the operations done and the seconds taken.
@@ -75,7 +39,7 @@ fn closed_loop(
     sockets: &[PathBuf],
     clients: usize,
     secs: f64,
-    op: fn(&mut Conn, usize, u64, bool) -> Result<(), String>,
+    op: fn(&mut LineConn, usize, u64, bool) -> Result<(), String>,
     shared: bool,
 ) -> Result<(u64, f64), String> {
     let start = Instant::now();
@@ -84,7 +48,7 @@ fn closed_loop(
         .map(|c| {
             let socket = sockets[c % sockets.len()].clone();
             std::thread::spawn(move || -> Result<u64, String> {
-                let mut conn = Conn::open(&socket)?;
+                let mut conn = LineConn::open(&socket)?;
                 let mut done = 0u64;
                 while Instant::now() < end {
                     op(&mut conn, c, done, shared)?;
@@ -101,7 +65,7 @@ fn closed_loop(
     Ok((total, start.elapsed().as_secs_f64()))
 }
 
-fn transaction(conn: &mut Conn, c: usize, _k: u64, shared: bool) -> Result<(), String> {
+fn transaction(conn: &mut LineConn, c: usize, _k: u64, shared: bool) -> Result<(), String> {
     let ns = if shared {
         "shared".to_owned()
     } else {
@@ -117,7 +81,7 @@ fn transaction(conn: &mut Conn, c: usize, _k: u64, shared: bool) -> Result<(), S
     }
 }
 
-fn lock_unlock(conn: &mut Conn, c: usize, _k: u64, _shared: bool) -> Result<(), String> {
+fn lock_unlock(conn: &mut LineConn, c: usize, _k: u64, _shared: bool) -> Result<(), String> {
     let lock = format!("LOCK object_name=bench-{c}\n");
     if conn.ask(&lock)? != "LOCKED" {
         return Err(format!("not granted: {}", conn.line.trim_end()));
@@ -146,7 +110,7 @@ fn rate(sockets: &[PathBuf], clients: usize, secs: f64, shared: bool) -> Result<
 }
 
 fn memory(socket: &Path, vars: usize) -> Result<(), String> {
-    let mut conn = Conn::open(socket)?;
+    let mut conn = LineConn::open(socket)?;
     let pid = getsockopt(&conn.w, PeerCredentials)
         .map_err(|e| format!("SO_PEERCRED: {e}"))?
         .pid();
