@@ -21,6 +21,9 @@
 # copied with packaging/debian/ into OUTPUT_DIR/build/snaplock-VERSION.
 # cargo's target directory stays in OUTPUT_DIR/build/cargo-target, so
 # that the next build only recompiles what changed.
+# snaplockd is built with a profile of its hot paths (packaging/pgo.sh,
+# which needs llvm-profdata: Debian's llvm-19, installed here when missing
+# and run as root); DEB_BUILD_OPTIONS=nopgo builds it plain.
 # The Rust toolchain comes from rustup on Debian 12 (whose rustc is older
 # than the workspace's rust-version), which dpkg's build-dependency check
 # cannot see: this script checks the tools itself and passes -d.
@@ -59,7 +62,11 @@ case " ${DEB_BUILD_OPTIONS:-} " in
     for p in "$(rustc --print sysroot 2>/dev/null)"/lib/rustlib/*/bin/llvm-profdata; do
         if [ -x "$p" ]; then have_profdata=$p; fi
     done
-    [ -n "$have_profdata" ] || have_profdata=$(command -v llvm-profdata-19 || command -v llvm-profdata || true)
+    if [ -z "$have_profdata" ]; then
+        for p in /usr/bin/llvm-profdata-* /usr/bin/llvm-profdata; do
+            if [ -x "$p" ]; then have_profdata=$p; fi
+        done
+    fi
     if [ -z "$have_profdata" ]; then
         if [ "$(id -u)" -eq 0 ]; then
             say "installing llvm-19 (llvm-profdata)"
