@@ -8,7 +8,7 @@
 # 2. it runs the training workload: one agent alone, then three agents
 #    in a cluster on loopback, each with lock+unlock by 1, 16 and 64
 #    clients on names of their own and by 16 clients on one name
-#    (snaplock-load, the requests as libsnaplock writes them);
+#    (snaplock-load, the requests as the benchmark's clients write them);
 # 3. the agents stop (SIGTERM: each writes its counts as it exits) and
 #    llvm-profdata merges the counts;
 # 4. snaplockd is built again with them (rustc -Cprofile-use).

@@ -1,5 +1,5 @@
 //! `snaplock-load`: lock+unlock in a closed loop against running agents,
-//! the requests written as the client library writes them. It is the
+//! the requests written as the benchmark's clients write them. It is the
 //! workload `packaging/pgo.sh` trains the optimizer with, and a quick
 //! check of a build's throughput without the benchmark harness.
 //!
@@ -8,9 +8,10 @@
 //! ```
 //!
 //! `N` threads (default 1, at most 1000), one connection each, client `c`
-//! on the `c % n`-th socket, with a `pid` of its own. Each sends `LOCK` (with `duration`, `timeout`, `pid`
-//! and `tag`, as `libsnaplock` does), reads `LOCKED`, sends `UNLOCK`,
-//! reads `UNLOCKED`, for `S` seconds (default 2). Names are the client's
+//! on the `c % n`-th socket, with a `pid` of its own. Each sends `LOCK`
+//! (with `duration`, `timeout`, `pid` and `tag`, as lockgen's clients
+//! write it), reads `LOCKED`, sends `UNLOCK`, reads `UNLOCKED`, for `S`
+//! seconds (default 2). Names are the client's
 //! own, or one for all with `--one-name` (each then waits its turn). With
 //! `--wait-ready`, first asks every socket `LOCKSTATUS` until each answers
 //! `LOCKREADY`, for at most that many seconds. Prints one JSON line; any
