@@ -51,8 +51,12 @@ pub struct ObjectName {
 impl ObjectName {
     /// The name `bytes`, copied once.
     pub fn new(bytes: &[u8]) -> ObjectName {
+        ObjectName::from_parts(name_hash(bytes), bytes)
+    }
+
+    fn from_parts(hash: u64, bytes: &[u8]) -> ObjectName {
         ObjectName {
-            hash: name_hash(bytes),
+            hash,
             bytes: Arc::from(bytes),
         }
     }
@@ -142,6 +146,42 @@ impl std::hash::Hash for ObjectName {
 }
 
 /// What an [`ObjectName`] keeps for its hash.
+/// The names read lately, the last one of each of [`NameCache::SLOTS`]
+/// slots by hash: a message that names one of them shares its bytes
+/// instead of copying them, and a table that holds the name compares it
+/// with them by pointer. A transaction's variable is not kept (its hash is
+/// 0). At most `SLOTS` names are kept alive by it.
+#[derive(Debug, Default)]
+pub struct NameCache {
+    slots: Vec<Option<ObjectName>>,
+}
+
+impl NameCache {
+    /// How many names it keeps at most.
+    pub const SLOTS: usize = 1024;
+
+    /// The name `bytes`: the one kept, when it is, else a new one, kept.
+    pub fn name(&mut self, bytes: &[u8]) -> ObjectName {
+        let hash = name_hash(bytes);
+        if hash == 0 {
+            return ObjectName::from_parts(hash, bytes);
+        }
+        if self.slots.is_empty() {
+            self.slots = vec![None; Self::SLOTS];
+        }
+        let slot = &mut self.slots[(hash as usize) % Self::SLOTS];
+        if let Some(kept) = slot
+            .as_ref()
+            .filter(|n| n.hash == hash && *n.bytes == *bytes)
+        {
+            return kept.clone();
+        }
+        let name = ObjectName::from_parts(hash, bytes);
+        *slot = Some(name.clone());
+        name
+    }
+}
+
 fn name_hash(bytes: &[u8]) -> u64 {
     if bytes.first() == Some(&VAR_OBJECT) {
         0
@@ -369,6 +409,36 @@ pub fn parse_i64(v: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_read_again_is_shared_and_the_cache_stays_bounded() {
+        let mut names = NameCache::default();
+        let a = names.name(b"db/table/row17");
+        let again = names.name(b"db/table/row17");
+        assert!(Arc::ptr_eq(&a.bytes, &again.bytes), "shared, not copied");
+        assert_eq!(a, ObjectName::new(b"db/table/row17"));
+        assert_eq!(a.hash64(), ObjectName::new(b"db/table/row17").hash64());
+        // A transaction's variable is not kept: each read is its own copy.
+        let var = var_object(b"ns", b"x");
+        let (v1, v2) = (names.name(&var), names.name(&var));
+        assert!(!Arc::ptr_eq(&v1.bytes, &v2.bytes));
+        assert_eq!(v1.hash64(), 0);
+        // Many names: each read gives its own name, and no more than
+        // SLOTS of them are kept.
+        let many: Vec<ObjectName> = (0..4 * NameCache::SLOTS)
+            .map(|k| names.name(format!("n{k}").as_bytes()))
+            .collect();
+        for (k, n) in many.iter().enumerate() {
+            assert_eq!(n.as_bytes(), format!("n{k}").as_bytes());
+        }
+        let kept = names.slots.iter().flatten().count();
+        assert!(kept <= NameCache::SLOTS, "{kept} kept");
+        assert!(names.slots.len() == NameCache::SLOTS);
+        // The one kept in a slot gives way to another name of that slot.
+        let last = many.last().expect("names");
+        let slot = (last.hash64() as usize) % NameCache::SLOTS;
+        assert_eq!(names.slots[slot].as_ref(), Some(last));
+    }
 
     #[test]
     fn names_order_as_one_total_order_with_the_variables_first() {

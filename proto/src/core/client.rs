@@ -201,7 +201,7 @@ impl Core {
     }
 
     fn lock(&mut self, now: Now, client: ClientId, msg: &Message) {
-        let mut req = match request::decode_lock(msg, now, &self.config.defaults) {
+        let mut req = match request::decode_lock(msg, now, &self.config.defaults, &mut self.names) {
             Ok(req) => req,
             Err((why, target)) => return self.refuse(client, &target, None, &why),
         };
@@ -394,7 +394,7 @@ impl Core {
     }
 
     fn unlock(&mut self, now: Now, client: ClientId, msg: &Message) {
-        let target = match request::decode_target(msg) {
+        let target = match request::decode_target(msg, &mut self.names) {
             Ok(t) => t,
             Err((why, target)) => return self.refuse(client, &target, None, &why),
         };
@@ -413,7 +413,7 @@ impl Core {
     }
 
     fn extend(&mut self, now: Now, client: ClientId, msg: &Message) {
-        let (target, duration) = match request::decode_extend(msg) {
+        let (target, duration) = match request::decode_extend(msg, &mut self.names) {
             Ok(v) => v,
             Err((why, target)) => return self.refuse(client, &target, None, &why),
         };

@@ -177,6 +177,8 @@ pub struct Core {
     progress: progress::Progress,
     /// The locks owned by cgroups (`owner=cgroup`).
     pub(crate) units: unit::Units,
+    /// The object names read lately: peer messages share them.
+    pub(crate) names: crate::vocab::NameCache,
 }
 
 impl Core {
@@ -219,6 +221,7 @@ impl Core {
             metrics,
             progress: progress::Progress::default(),
             units: unit::Units::default(),
+            names: crate::vocab::NameCache::default(),
         };
         if !core.authority.is_cluster() {
             core.persist();

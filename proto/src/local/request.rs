@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::time::{Now, UnixTime, parse_duration};
-use crate::vocab::{Kind, Mode, ObjectName, Policy, Refusal, parse_i64, parse_u64};
+use crate::vocab::{Kind, Mode, NameCache, ObjectName, Policy, Refusal, parse_i64, parse_u64};
 use crate::wire::Message;
 
 /// Longest object name accepted, in bytes.
@@ -59,9 +59,9 @@ pub struct LockRequest {
 /// Reads the parts every object request has. On failure, returns the
 /// refusal together with whatever of the target could be read, so the reply
 /// still carries `object_name` and `tag`.
-pub fn decode_target(msg: &Message) -> Result<Target, (Refusal, Target)> {
+pub fn decode_target(msg: &Message, names: &mut NameCache) -> Result<Target, (Refusal, Target)> {
     let mut target = Target {
-        object: ObjectName::new(msg.get("object_name").unwrap_or_default()),
+        object: names.name(msg.get("object_name").unwrap_or_default()),
         pid: None,
         tag: None,
     };
@@ -106,8 +106,9 @@ pub fn decode_lock(
     msg: &Message,
     now: Now,
     defaults: &Defaults,
+    names: &mut NameCache,
 ) -> Result<LockRequest, (Refusal, Target)> {
-    let target = decode_target(msg)?;
+    let target = decode_target(msg, names)?;
     let fail = |r: Refusal, t: &Target| Err((r, t.clone()));
     let deadline = match msg.get("timeout") {
         None => now.wall.plus(defaults.timeout),
@@ -250,8 +251,11 @@ pub fn decode_lock(
 }
 
 /// Decodes an `EXTEND`: the target and the new lease length.
-pub fn decode_extend(msg: &Message) -> Result<(Target, Duration), (Refusal, Target)> {
-    let target = decode_target(msg)?;
+pub fn decode_extend(
+    msg: &Message,
+    names: &mut NameCache,
+) -> Result<(Target, Duration), (Refusal, Target)> {
+    let target = decode_target(msg, names)?;
     match msg
         .get("duration")
         .map(|v| parse_duration(v, MAX_DURATION.as_secs()))

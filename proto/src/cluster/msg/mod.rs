@@ -445,8 +445,17 @@ impl PeerMsg {
 
     /// Reads a message of a [common](Self::is_common) command from a
     /// [`Message`] or a [scanned](crate::wire::scan) line; `Ok(None)` for
-    /// any other command.
+    /// any other command. Every id and name is a copy of its own.
     pub fn read_common<F: Fields>(m: &mut F) -> Result<Option<PeerMsg>, BadField> {
+        Self::read_known(m, &mut Fresh)
+    }
+
+    /// [`read_common`](Self::read_common), the ids and names it reads
+    /// shared with those `known` has.
+    pub fn read_known<F: Fields, K: Known>(
+        m: &mut F,
+        known: &mut K,
+    ) -> Result<Option<PeerMsg>, BadField> {
         let msg = match m.command() {
             "LOCKPING" => PeerMsg::Ping {
                 serial: num(m, "serial")?,
@@ -462,7 +471,7 @@ impl PeerMsg {
             }),
             "LOCK" => PeerMsg::Lock(Lock {
                 epoch: num(m, "epoch")?,
-                object: object(m)?,
+                object: object(m, known)?,
                 req: num(m, "req")?,
                 key: text(m, "key")?,
                 kind: kind_of(m)?,
@@ -475,18 +484,18 @@ impl PeerMsg {
             }),
             "UNLOCK" => PeerMsg::Unlock {
                 epoch: num(m, "epoch")?,
-                object: object(m)?,
+                object: object(m, known)?,
                 req: num(m, "req")?,
             },
             "ADDTICKET" => PeerMsg::AddTicket {
-                at: ticket_at(m)?,
+                at: ticket_at(m, known)?,
                 key: text(m, "key")?,
                 number: num(m, "number")?,
                 kind: kind_of(m)?,
                 fence: opt_u64(m, "fence")?,
             },
             "ACTIVATELOCK" => PeerMsg::ActivateLock {
-                at: ticket_at(m)?,
+                at: ticket_at(m, known)?,
                 fence: num(m, "fence")?,
             },
             "LOCKACTIVATED" => {
@@ -498,19 +507,19 @@ impl PeerMsg {
                     _ => None,
                 };
                 PeerMsg::LockActivated {
-                    at: ticket_at(m)?,
+                    at: ticket_at(m, known)?,
                     fence: num(m, "fence")?,
                     ok: m.get("ok") == Some(b"true"),
                     other,
                 }
             }
-            "DROPTICKET" => PeerMsg::DropTicket(ticket_at(m)?),
+            "DROPTICKET" => PeerMsg::DropTicket(ticket_at(m, known)?),
             "LOCKED" => PeerMsg::Locked {
-                at: ticket_at(m)?,
+                at: ticket_at(m, known)?,
                 fence: num(m, "fence")?,
             },
             "LOCKFAILED" => PeerMsg::LockFailed {
-                at: ticket_at(m)?,
+                at: ticket_at(m, known)?,
                 error: match m.get("error") {
                     Some(b"busy") => "busy",
                     Some(b"overflow") => "overflow",
@@ -523,9 +532,9 @@ impl PeerMsg {
                     .unwrap_or("refused by the leaders")
                     .to_owned(),
             },
-            "HASTICKET" => PeerMsg::HasTicket(ticket_at(m)?),
+            "HASTICKET" => PeerMsg::HasTicket(ticket_at(m, known)?),
             "LOCKWAITING" => PeerMsg::Waiting {
-                at: ticket_at(m)?,
+                at: ticket_at(m, known)?,
                 position: Some(num(m, "position")?)
                     .filter(|p| *p > 0)
                     .ok_or(BadField("position"))?,
@@ -568,20 +577,43 @@ fn id(m: &mut Message, name: &'static str) -> Result<Id, BadField> {
 }
 
 #[inline(always)]
-fn object(m: &(impl Fields + ?Sized)) -> Result<ObjectName, BadField> {
+fn object(m: &(impl Fields + ?Sized), known: &mut impl Known) -> Result<ObjectName, BadField> {
     m.get("object_name")
-        .map(ObjectName::from)
+        .map(|n| known.name(n))
         .ok_or(BadField("object_name"))
 }
 
 #[inline(always)]
-fn ticket_at(m: &(impl Fields + ?Sized)) -> Result<TicketAt, BadField> {
+fn ticket_at(m: &(impl Fields + ?Sized), known: &mut impl Known) -> Result<TicketAt, BadField> {
     Ok(TicketAt {
         epoch: num(m, "epoch")?,
-        object: object(m)?,
-        home: Id::from(m.get_str("home").ok_or(BadField("home"))?),
+        object: object(m, known)?,
+        home: known.id(m.get_str("home").ok_or(BadField("home"))?),
         req: num(m, "req")?,
     })
+}
+
+/// Where reading a message finds the agents' ids and the object names
+/// already known here: one it names is shared (an `Arc` cloned) instead
+/// of copied.
+pub trait Known {
+    /// The id `text`.
+    fn id(&mut self, text: &str) -> Id;
+    /// The object name `bytes`.
+    fn name(&mut self, bytes: &[u8]) -> ObjectName;
+}
+
+/// Nothing known: every id and name read is a copy of its own.
+pub struct Fresh;
+
+impl Known for Fresh {
+    fn id(&mut self, text: &str) -> Id {
+        Id::from(text)
+    }
+
+    fn name(&mut self, bytes: &[u8]) -> ObjectName {
+        ObjectName::from(bytes)
+    }
 }
 
 /// The leaders an epoch names (`leader0`…), their ids checked.

@@ -2,12 +2,13 @@
 //! peer messages by role, and the one send path ([`To`]).
 
 use crate::cluster::links::{Link, MAX_PINGS, wall_ahead};
-use crate::cluster::msg::{BadField, PeerMsg, Pong, Role};
+use crate::cluster::msg::{BadField, Known, PeerMsg, Pong, Role};
 use crate::cluster::{Contact, Id};
 use crate::core::{Core, InputError, Output};
-use crate::time::Now;
-use crate::vocab::PeerId;
+use crate::time::{Now, Time};
+use crate::vocab::{NameCache, ObjectName, PeerId};
 use crate::wire::{self, Fields};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -91,10 +92,12 @@ impl Core {
         line: &[u8],
     ) -> Result<(), InputError> {
         if let Some(mut scanned) = wire::scan(line).filter(|s| PeerMsg::is_common(s.command())) {
-            return self.peer_message(now, peer, &mut scanned, PeerMsg::read_common);
+            return self.peer_message(now, peer, &mut scanned, |m, known| {
+                PeerMsg::read_known(m, known)
+            });
         }
         match wire::parse(line) {
-            Ok(mut msg) => self.peer_message(now, peer, &mut msg, PeerMsg::parse),
+            Ok(mut msg) => self.peer_message(now, peer, &mut msg, |m, _| PeerMsg::parse(m)),
             Err(e) => {
                 if !self.cluster.peers.links.contains_key(&peer) {
                     return Err(InputError::UnknownPeer(peer));
@@ -112,7 +115,7 @@ impl Core {
         now: Now,
         peer: PeerId,
         msg: &mut F,
-        read: fn(&mut F) -> Result<Option<PeerMsg>, BadField>,
+        read: impl FnOnce(&mut F, &mut KnownHere<'_>) -> Result<Option<PeerMsg>, BadField>,
     ) -> Result<(), InputError> {
         let Some(link) = self.cluster.peers.links.get(&peer) else {
             return Err(InputError::UnknownPeer(peer));
@@ -142,7 +145,11 @@ impl Core {
             // than the locks were carried from says it left that epoch.
             self.cluster.home.carried.left(addr, epoch, now.mono);
         }
-        let result = match read(msg) {
+        let mut known = KnownHere {
+            heard: &self.cluster.peers.heard,
+            names: &mut self.names,
+        };
+        let result = match read(msg, &mut known) {
             Ok(Some(m)) => self.dispatch(now, peer, from, m),
             Ok(None) => {
                 log::debug!("unknown peer command {} ignored", msg.command());
@@ -566,3 +573,20 @@ impl Core {
 
 #[cfg(test)]
 mod tests;
+
+/// What a peer message read here shares: the ids of the agents heard
+/// from, and the names read lately ([`NameCache`]).
+pub(crate) struct KnownHere<'a> {
+    heard: &'a BTreeMap<Id, Time>,
+    names: &'a mut NameCache,
+}
+
+impl Known for KnownHere<'_> {
+    fn id(&mut self, text: &str) -> Id {
+        (self.heard.get_key_value(text)).map_or_else(|| Id::from(text), |(id, _)| id.clone())
+    }
+
+    fn name(&mut self, bytes: &[u8]) -> ObjectName {
+        self.names.name(bytes)
+    }
+}
