@@ -480,7 +480,8 @@ impl EventLoop {
                 Output::Reply { client, msg } => self.queue_reply(client.0, &msg),
                 Output::Close { client } => self.close_after_flush(client.0),
                 Output::PeerSend { peer, line } => {
-                    self.peers.send(self.poll.registry(), now, peer, &line)
+                    self.peers.send(self.poll.registry(), now, peer, &line);
+                    self.core.recycle_line(line);
                 }
                 Output::PeerClose { peer } => self.peers.close(self.poll.registry(), now, peer),
                 Output::Persist(record) => self.persist(now, &record),

@@ -150,6 +150,14 @@ impl Authority {
     }
 }
 
+/// How many buffers of written peer lines a core keeps for reuse
+/// ([`Core::recycle_line`]).
+pub const SPARE_LINES: usize = 64;
+
+/// The largest buffer of a peer line kept for reuse: the lines of a grant
+/// are a few hundred bytes; a larger one (a state's) is let go.
+pub const SPARE_LINE_BYTES: usize = 1024;
+
 /// The sans-IO lock service of one computer.
 #[derive(Debug)]
 pub struct Core {
@@ -179,6 +187,9 @@ pub struct Core {
     pub(crate) units: unit::Units,
     /// The object names read lately: peer messages share them.
     pub(crate) names: crate::vocab::NameCache,
+    /// Buffers of peer lines the shell gave back ([`Core::recycle_line`]),
+    /// for the next lines written.
+    pub(crate) spare_lines: Vec<Vec<u8>>,
 }
 
 impl Core {
@@ -222,6 +233,7 @@ impl Core {
             progress: progress::Progress::default(),
             units: unit::Units::default(),
             names: crate::vocab::NameCache::default(),
+            spare_lines: Vec::new(),
         };
         if !core.authority.is_cluster() {
             core.persist();
@@ -397,6 +409,16 @@ impl Core {
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
         self.out.pop_front()
+    }
+
+    /// Gives back the buffer of an [`Output::PeerSend`]'s line, written
+    /// out: the next peer lines are written in it instead of in new ones.
+    /// At most [`SPARE_LINES`] are kept, none larger than
+    /// [`SPARE_LINE_BYTES`].
+    pub fn recycle_line(&mut self, line: Vec<u8>) {
+        if self.spare_lines.len() < SPARE_LINES && line.capacity() <= SPARE_LINE_BYTES {
+            self.spare_lines.push(line);
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called:

@@ -113,7 +113,7 @@ pub enum Output {
     },
     /// Write this record durably (replacing the last one) before carrying
     /// out the outputs after it; hand it back through
-    /// [`ClusterConfig::persisted`] when the agent starts again. Asked at
+    /// [`ClusterConfig::persisted`](crate::cluster::ClusterConfig::persisted) when the agent starts again. Asked at
     /// each epoch change and each time the fences pass the last record's
     /// reservation, not at each grant.
     Persist(crate::cluster::Persisted),

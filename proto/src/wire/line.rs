@@ -81,7 +81,15 @@ impl<'a> Line<'a> {
     }
 
     /// The line, `\n` included.
+    #[cfg(test)]
     pub fn finish(&mut self) -> Vec<u8> {
+        self.finish_in(Vec::new())
+    }
+
+    /// The line, `\n` included, written in `out` (emptied first): a
+    /// buffer used before keeps its room.
+    pub fn finish_in(&mut self, mut out: Vec<u8>) -> Vec<u8> {
+        out.clear();
         let params = &mut self.params[..self.len];
         params.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let size = self.command.len()
@@ -97,7 +105,7 @@ impl<'a> Line<'a> {
                 })
                 .sum::<usize>()
             + 1;
-        let mut out = Vec::with_capacity(size);
+        out.reserve(size);
         out.extend_from_slice(self.command.as_bytes());
         let mut digits = [0u8; 20];
         for (i, (_, name, value)) in params.iter().enumerate() {
@@ -166,6 +174,28 @@ mod tests {
         );
         assert_eq!(crate::wire::parse_line(&written).expect("parses"), m);
         assert_eq!(m.get_str("req"), Some("7"));
+    }
+
+    #[test]
+    fn a_line_written_in_a_used_buffer_is_the_same_line() {
+        let write = |buf: Vec<u8>| {
+            let mut line = Line::new("ADDTICKET");
+            line.text("object_name", b"db/t/17");
+            line.num("req", 42);
+            line.num("epoch", 1_700_000_000_000);
+            line.finish_in(buf)
+        };
+        let fresh = write(Vec::new());
+        let mut used = b"LOCKPING serial=1\nleft over from before, longer than the line".to_vec();
+        used.reserve(4096);
+        let room = used.capacity();
+        let again = write(used);
+        assert_eq!(again, fresh);
+        assert_eq!(again.capacity(), room, "the buffer's room is kept");
+        assert_eq!(
+            fresh,
+            b"ADDTICKET epoch=1700000000000;object_name=db/t/17;req=42\n"
+        );
     }
 
     #[test]

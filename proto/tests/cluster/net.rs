@@ -217,6 +217,9 @@ impl Net {
                 Output::Close { .. } => {}
                 Output::PeerSend { peer, line } => {
                     let msg = parse_line(&line).expect("the core sends lines that parse");
+                    // Given back, as the agent does: the next lines are
+                    // written in used buffers.
+                    core.recycle_line(line);
                     if let Some(rule) = self.lose.iter_mut().find(|(from, cmd, n)| {
                         *from == i && carries(&msg).contains(&&**cmd) && *n > 0
                     }) {

@@ -1,5 +1,5 @@
 //! The messages agents send each other, typed: one [`PeerMsg::parse`] and
-//! one writer, [`PeerMsg::into_line`] (`write.rs`), so handlers get fields,
+//! one writer, [`PeerMsg::into_line_in`] (`write.rs`), so handlers get fields,
 //! not parameters.
 //!
 //! A peer message that lacks a field or carries a bad one is dropped with a

@@ -10,20 +10,28 @@ use crate::vocab::{Kind, Policy};
 use crate::wire::{Line, Message, Params, encode_to_vec};
 
 impl PeerMsg {
-    /// The message as it goes on the wire, `\n` included. The messages of
-    /// every grant are written straight from their fields.
+    /// The message as it goes on the wire, `\n` included.
+    #[cfg(test)]
     pub fn into_line(self) -> Vec<u8> {
+        self.into_line_in(Vec::new())
+    }
+
+    /// The message as it goes on the wire, `\n` included. The messages of
+    /// every grant and of the links' liveness are written straight from
+    /// their fields, in `buf` (emptied first, its room kept); the others
+    /// through a [`Message`], in a buffer of their own.
+    pub fn into_line_in(self, buf: Vec<u8>) -> Vec<u8> {
         {
             let mut line = Line::new(self.command());
             if self.put(&mut line) {
-                return line.finish();
+                return line.finish_in(buf);
             }
         }
         encode_to_vec(&self.encode())
     }
 
     /// The message as a [`Message`]: the same parameters as
-    /// [`into_line`](Self::into_line) writes.
+    /// [`into_line_in`](Self::into_line_in) writes.
     pub fn encode(self) -> Message {
         let mut m = Message::new(self.command());
         if self.put(&mut m) {

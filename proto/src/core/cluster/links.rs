@@ -299,10 +299,10 @@ impl Core {
     /// Sends `msg` where `to` says, now.
     fn send_now(&mut self, to: To<'_>, msg: PeerMsg) {
         match to {
-            To::Link(peer) => self.out.push_back(Output::PeerSend {
-                peer,
-                line: msg.into_line(),
-            }),
+            To::Link(peer) => {
+                let line = msg.into_line_in(self.spare_lines.pop().unwrap_or_default());
+                self.out.push_back(Output::PeerSend { peer, line });
+            }
             To::Agent(id) if *id == *self.cluster.me => self.cluster.local.push_back(msg),
             To::Agent(id) => match self.cluster.peers.link_of(id) {
                 Some(peer) => self.send_now(To::Link(peer), msg),
@@ -322,7 +322,7 @@ impl Core {
                     .filter(|(i, l)| mask & (1 << i) != 0 && **l != c.me)
                     .filter_map(|(_, l)| c.peers.link_of(l));
                 let Some(mut last) = peers.next() else { return };
-                let line = msg.into_line();
+                let line = msg.into_line_in(self.spare_lines.pop().unwrap_or_default());
                 // Each peer but the last gets a copy; the last, the line.
                 for peer in peers {
                     self.out.push_back(Output::PeerSend {
