@@ -146,11 +146,16 @@ impl std::hash::Hash for ObjectName {
 }
 
 /// What an [`ObjectName`] keeps for its hash.
+/// Longest object name accepted, in bytes.
+pub const MAX_OBJECT_NAME: usize = 4096;
+
 /// The names read lately, the last one of each of [`NameCache::SLOTS`]
 /// slots by hash: a message that names one of them shares its bytes
 /// instead of copying them, and a table that holds the name compares it
 /// with them by pointer. A transaction's variable is not kept (its hash is
-/// 0). At most `SLOTS` names are kept alive by it.
+/// 0), nor a name longer than [`MAX_OBJECT_NAME`] (a request that names
+/// one is refused). At most `SLOTS` names are kept alive by it, 4 MiB of
+/// names at the most.
 #[derive(Debug, Default)]
 pub struct NameCache {
     slots: Vec<Option<ObjectName>>,
@@ -163,7 +168,7 @@ impl NameCache {
     /// The name `bytes`: the one kept, when it is, else a new one, kept.
     pub fn name(&mut self, bytes: &[u8]) -> ObjectName {
         let hash = name_hash(bytes);
-        if hash == 0 {
+        if hash == 0 || bytes.len() > MAX_OBJECT_NAME {
             return ObjectName::from_parts(hash, bytes);
         }
         if self.slots.is_empty() {
@@ -423,6 +428,18 @@ mod tests {
         let (v1, v2) = (names.name(&var), names.name(&var));
         assert!(!Arc::ptr_eq(&v1.bytes, &v2.bytes));
         assert_eq!(v1.hash64(), 0);
+        // Nor a name longer than any a client may lock.
+        let long = vec![b'x'; MAX_OBJECT_NAME + 1];
+        let (l1, l2) = (names.name(&long), names.name(&long));
+        assert!(!Arc::ptr_eq(&l1.bytes, &l2.bytes));
+        assert_eq!(l1, ObjectName::new(&long));
+        assert!(
+            names
+                .slots
+                .iter()
+                .flatten()
+                .all(|n| n.len() <= MAX_OBJECT_NAME)
+        );
         // Many names: each read gives its own name, and no more than
         // SLOTS of them are kept.
         let many: Vec<ObjectName> = (0..4 * NameCache::SLOTS)

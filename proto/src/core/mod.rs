@@ -185,7 +185,8 @@ pub struct Core {
     progress: progress::Progress,
     /// The locks owned by cgroups (`owner=cgroup`).
     pub(crate) units: unit::Units,
-    /// The object names read lately: peer messages share them.
+    /// The object names read lately: client requests and peer messages
+    /// share them.
     pub(crate) names: crate::vocab::NameCache,
     /// Buffers of peer lines the shell gave back ([`Core::recycle_line`]),
     /// for the next lines written.

@@ -11,8 +11,7 @@ use crate::time::{Now, UnixTime, parse_duration};
 use crate::vocab::{Kind, Mode, NameCache, ObjectName, Policy, Refusal, parse_i64, parse_u64};
 use crate::wire::Message;
 
-/// Longest object name accepted, in bytes.
-pub const MAX_OBJECT_NAME: usize = 4096;
+pub use crate::vocab::MAX_OBJECT_NAME;
 /// Longest lease (`duration`), unlock grace and quiet period: 7 days.
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 86_400);
 /// Shortest lease (`duration`).
