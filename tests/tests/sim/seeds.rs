@@ -3,7 +3,7 @@
 
 /// One-computer runs that once broke R1 (or, fixing it, another
 /// property), each with what it found; they must stay clean.
-pub const R1_FIXED: [(u64, &str); 34] = [
+pub const R1_FIXED: [(u64, &str); 35] = [
     (
         1842,
         "R1: the old owner, a conductor back from a cut, moved out of its epoch itself 3.4 s after its last answer; its own move was weighed against the settle window (3.2 s) like the others' leaving, and the lock was revoked although the owner could not have dropped it before 5.25 s: an old owner's own move now has the window of an owner in between's",
@@ -130,6 +130,10 @@ pub const R1_FIXED: [(u64, &str); 34] = [
     (
         21702,
         "R1: n0, owner of hot0 and hot3 (held by n1) in X, cut off one way, elected Y over answers from before the cut; n0 answered n1 as acting in Y (and n1 acted there, owner of hot3) 33 ms before n1 moved to Z, with no tick of n1 in between, so neither lock followed its owner in Y and both kept n0's vouch from X, 2 s older; Z's owner n2 never acted, n0 was cut off the other way, and the settle window for W ran from that older vouch, 0.2 s short: the answers that arrived since the last tick are now weighed when the home moves on (Core::carry_over)",
+    ),
+    (
+        40420,
+        "R1: five members; n1, a leader and the one follower asked for the votes on hot1, crashed; the collector n2 of the next epoch, hot1's owner before and home of its holder, built the state once every member linked to it had reported, while its own report, written in steps since reports are, was still on its way: the state knew nothing of n2's lock, and n2 revoked it 5 s later. The collector now waits for its own report",
     ),
 ];
 

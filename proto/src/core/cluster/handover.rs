@@ -399,6 +399,16 @@ impl Core {
         let Some(collect) = c.handover.collect.as_mut() else {
             return;
         };
+        // Its own report first. Written in steps, it may still be on its
+        // way when every linked member's is in; a state built without it
+        // knows nothing of the locks of this agent's clients that only its
+        // own table and a crashed leader's held, and this healthy agent
+        // had to revoke them (one-computer seed 40420). It is on its way
+        // for a few steps only: nothing but an epoch change stops it.
+        let epoch = c.epoch.number;
+        if (c.handover.report_walk.as_ref()).is_some_and(|w| w.own.is_some() && w.epoch == epoch) {
+            return;
+        }
         let Some(verdict) =
             collect.weigh(now.mono, &c.peers, c.cfg.lock_delay(), c.cfg.peer_timeout)
         else {
