@@ -145,7 +145,6 @@ impl std::hash::Hash for ObjectName {
     }
 }
 
-/// What an [`ObjectName`] keeps for its hash.
 /// Longest object name accepted, in bytes.
 pub const MAX_OBJECT_NAME: usize = 4096;
 
@@ -187,6 +186,7 @@ impl NameCache {
     }
 }
 
+/// What an [`ObjectName`] keeps for its hash.
 fn name_hash(bytes: &[u8]) -> u64 {
     if bytes.first() == Some(&VAR_OBJECT) {
         0
