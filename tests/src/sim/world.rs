@@ -463,6 +463,11 @@ impl World {
                         return;
                     }
                 };
+                // Given back, as the agent does: the cores write their next
+                // lines in used buffers.
+                if let Some(core) = self.nodes[i].core.as_mut() {
+                    core.recycle_line(line);
+                }
                 self.trace.num(peer.0);
                 self.trace.message(&msg);
                 if let Err(what) = self.wire.sent(i, &msg) {
