@@ -6,12 +6,19 @@
 //! (written to `.tmp`, `fsync`, renamed, directory `fsync`) each time the
 //! core asks (`Output::Persist`): at each epoch change and each time the
 //! fences pass the last reservation, not at each grant.
+//!
+//! While an agent runs it holds an exclusive `flock` on
+//! `<state_dir>/<server_name>.state.lock`: a second agent of the same name
+//! given the same directory does not start, since two agents writing one
+//! record could each put it below what the other drew (S2).
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use snaplock_proto::cluster::Persisted;
 
 use crate::AgentError;
@@ -75,12 +82,14 @@ pub enum OpenError {
     Unusable(String),
     /// A record is there but does not read: never replaced silently.
     Broken(String),
+    /// Another running agent of the same name keeps its record there.
+    Taken(String),
 }
 
 impl std::fmt::Display for OpenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            OpenError::Unusable(e) | OpenError::Broken(e) => f.write_str(e),
+            OpenError::Unusable(e) | OpenError::Broken(e) | OpenError::Taken(e) => f.write_str(e),
         }
     }
 }
@@ -91,6 +100,8 @@ pub struct StateFile {
     dir: PathBuf,
     path: PathBuf,
     tmp: PathBuf,
+    /// Held, never read: the record is this agent's while it lives.
+    _lock: Flock<File>,
 }
 
 impl StateFile {
@@ -103,10 +114,33 @@ impl StateFile {
             .mode(0o750)
             .create(dir)
             .map_err(|e| OpenError::Unusable(format!("cannot create {}: {e}", dir.display())))?;
+        let lock_path = dir.join(format!("{server_name}.state.lock"));
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o640)
+            .open(&lock_path)
+            .map_err(|e| {
+                OpenError::Unusable(format!("cannot open {}: {e}", lock_path.display()))
+            })?;
+        let lock = Flock::lock(lock, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+            if e == Errno::EWOULDBLOCK {
+                OpenError::Taken(format!(
+                    "another running snaplockd named {server_name} keeps its record in {}; \
+                     give each agent of this computer its own server name or state_dir",
+                    dir.display()
+                ))
+            } else {
+                OpenError::Unusable(format!("cannot lock {}: {e}", lock_path.display()))
+            }
+        })?;
         let file = StateFile {
             dir: dir.to_owned(),
             path: dir.join(format!("{server_name}.state")),
             tmp: dir.join(format!("{server_name}.state.tmp")),
+            _lock: lock,
         };
         let broken = |why: String| {
             OpenError::Broken(format!(
@@ -182,7 +216,9 @@ pub fn open(
                 log_kept(&file, &record);
                 return Ok((Some(file), record));
             }
-            Err(OpenError::Broken(e)) => return Err(AgentError::Config(format!("state: {e}"))),
+            Err(OpenError::Broken(e) | OpenError::Taken(e)) => {
+                return Err(AgentError::Config(format!("state: {e}")));
+            }
             Err(OpenError::Unusable(e)) => {
                 log::warn!("state directory {} is not usable: {e}", d.display());
             }
@@ -235,9 +271,35 @@ mod tests {
             fence: 1 << 60,
         };
         file.save(&r).expect("saved");
+        drop(file);
         let (_, again) = StateFile::open(&dir.join("sub"), "web1").expect("opens");
         assert_eq!(again, r);
         assert!(!dir.join("sub/web1.state.tmp").exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_agent_of_the_same_name_does_not_share_the_record() {
+        let dir = temp("taken");
+        let (first, _) = open(&StateDir::Given(dir.clone()), "web1").expect("opens");
+        for second in [
+            StateDir::Given(dir.clone()),
+            StateDir::Defaults(vec![dir.clone()]),
+        ] {
+            let e = open(&second, "web1").unwrap_err().to_string();
+            assert!(
+                e.contains("another running snaplockd named web1")
+                    && e.contains(&*dir.to_string_lossy()),
+                "{e}"
+            );
+        }
+        // Another name in the same directory is another record.
+        let (other, _) = open(&StateDir::Given(dir.clone()), "web2").expect("opens");
+        assert!(other.is_some());
+        // Once the first agent is gone, its record is free again.
+        drop(first);
+        let (again, _) = open(&StateDir::Given(dir.clone()), "web1").expect("opens");
+        assert!(again.is_some());
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -389,6 +389,45 @@ fn a_start_that_fails_after_the_socket_is_bound_leaves_no_socket_file() {
 }
 
 #[test]
+fn a_second_agent_of_the_same_name_and_state_directory_refuses_to_start() {
+    let dir = TempDir::new("twin");
+    let state = dir.path().join("state");
+    let first = Daemon::start(
+        &dir.socket(),
+        &["-n", "twin", "--state-dir", state.to_str().unwrap()],
+        &[],
+    );
+    let other = dir.path().join("other.sock");
+    let (code, _, stderr) = run_to_end(&[
+        "--socket",
+        other.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "-n",
+        "twin",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("another running snaplockd named twin keeps its record in"),
+        "{stderr}"
+    );
+    assert!(!other.exists(), "{} was left behind", other.display());
+    // The first one was not disturbed, and once it is gone the name is free.
+    let mut c = Client::connect(&dir.socket());
+    assert_reply(&c.request("LOCK object_name=twin"), "LOCKED", &[]);
+    drop(c);
+    first.signal(Signal::SIGTERM);
+    assert_eq!(first.wait().0, Some(0));
+    let again = Daemon::start(
+        &other,
+        &["-n", "twin", "--state-dir", state.to_str().unwrap()],
+        &[],
+    );
+    again.signal(Signal::SIGTERM);
+    assert_eq!(again.wait().0, Some(0));
+}
+
+#[test]
 fn help_and_version_print_and_exit_0() {
     let (code, stdout, _) = run_to_end(&["--help"]);
     assert_eq!(code, Some(0));

@@ -231,6 +231,11 @@ impl Daemon {
             // A server name of its own: the host's name may not make a valid one.
             cmd.args(["-n", "test_agent"]);
         }
+        // Its record beside its socket, in the test's own directory: agents
+        // of one name sharing a record refuse to start (and would race).
+        if let Some(dir) = socket.parent() {
+            cmd.env("XDG_STATE_HOME", dir.join("state"));
+        }
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
