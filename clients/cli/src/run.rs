@@ -14,7 +14,7 @@
 //!                       └──────command's group ended──────┴──▶ exit 75
 //! ```
 //!
-//! The command runs under a guard process ([`guard`](crate::guard)), in a
+//! The command runs under a guard process ([`guard`]), in a
 //! process group of its own: signals go to the group, which has ended
 //! when no process of it is left (the guard then reports and exits).
 //!

@@ -1,14 +1,14 @@
 //! What the agent counts for Prometheus, and the text exposition format
 //! (version 0.0.4) it is read in.
 //!
-//! The core feeds [`Metrics`] at each event (a grant and how long it was
+//! The core feeds `Metrics` at each event (a grant and how long it was
 //! waited for, a release and how long it was held, a refusal, a revocation,
 //! a transaction's outcome, a handover) with the time it was given; it
 //! renders the whole exposition itself (`core/metrics.rs`), so the
 //! `METRICS` command and the agent's HTTP endpoint say the same. Every
 //! label set is bounded: refusal and transaction outcomes are fixed lists,
 //! peers are the configured members, and names are the
-//! [`MetricsConfig::top_names`] busiest (a bounded count, [`top`]) and the
+//! [`MetricsConfig::top_names`] busiest (a bounded count, `top.rs`) and the
 //! configured [`MetricsConfig::prefixes`].
 
 mod text;

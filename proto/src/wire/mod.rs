@@ -3,9 +3,10 @@
 //! - [`LineFramer`] cuts a byte stream into lines (bounded, `\r\n` tolerant).
 //! - [`parse()`] turns one line into a [`Message`]; it is total and bounded.
 //! - [`encode()`] writes a [`Message`] back; `parse(encode(m)) == m`.
-//! - [`Line`] writes the same line from parameters, without a [`Message`].
-//! - [`scan`] reads a plain line in place, as [`parse()`] would; [`Fields`]
-//!   reads the one or the other.
+//! - `Line` (inside the crate) writes the same line from parameters,
+//!   without a [`Message`].
+//! - `scan` (inside the crate) reads a plain line in place, as [`parse()`]
+//!   would; `Fields` reads the one or the other.
 
 mod encode;
 mod framer;
