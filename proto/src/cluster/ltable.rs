@@ -147,6 +147,25 @@ pub(crate) struct LeaderRole {
     /// was ready: they were asked nothing about their tickets then, and
     /// are once it is.
     pub ask_when_ready: BTreeSet<Id>,
+    /// Owner: the homes whose link came (back) up and whose tickets are
+    /// being said again, a step at a time (`Core::continue_resend`).
+    pub resend: BTreeMap<Id, ResendWalk>,
+}
+
+/// Where an owner is in saying a home's tickets again after its link came
+/// (back) up: a home may have a million, and a link that comes up must
+/// not cost its owner a second in one call.
+#[derive(Debug, Clone)]
+pub(crate) struct ResendWalk {
+    /// The epoch of the table walked: another epoch ends the walk.
+    pub epoch: u64,
+    /// The link it is said on: when that link is gone, so is what was
+    /// said on it, and the next link's coming up starts again.
+    pub link: Option<crate::vocab::PeerId>,
+    /// The last ticket said (by request, then name), none at the start.
+    pub after: Option<(u64, ObjectName)>,
+    /// When the next step may come.
+    pub next: Time,
 }
 
 /// Most releases [`LeaderTable::released`] keeps.
@@ -296,6 +315,20 @@ impl LeaderTable {
     /// The tickets of `home` here, as (name, request), by request.
     fn of_home(&self, home: &Id) -> impl Iterator<Item = (&ObjectName, u64)> {
         (self.by_home.get(home).into_iter().flatten()).map(|(req, name)| (name, *req))
+    }
+
+    /// The tickets of `home` here after `after`, by request then name (the
+    /// order in which they are kept, not sorted again).
+    pub fn of_home_after<'a>(
+        &'a self,
+        home: &Id,
+        after: Option<&(u64, ObjectName)>,
+    ) -> impl Iterator<Item = (u64, &'a ObjectName)> + 'a {
+        use std::ops::Bound;
+        let from = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.clone()));
+        (self.by_home.get(home).into_iter())
+            .flat_map(move |set| set.range((from.clone(), Bound::Unbounded)))
+            .map(|(req, name)| (*req, name))
     }
 
     /// The tickets of `home` here, by name and request: the order in which

@@ -220,10 +220,13 @@ impl Cluster {
     /// or just after the time the collector's own copy of the state was
     /// built (installed at a later call), or, while the shell still writes
     /// the other leaders' copies, when that copy may wait no longer; and the
-    /// next step of a report being written.
+    /// next step of a report being written, or of an owner's saying a
+    /// home's tickets again.
     pub fn next_deadline(&self) -> Time {
         let tick = (self.views.next_deadline()).map_or(self.next_tick, |d| d.min(self.next_tick));
         let tick = (self.handover.report_walk.as_ref()).map_or(tick, |w| w.next.min(tick));
+        let tick =
+            (self.leader.resend.values().map(|w| w.next).min()).map_or(tick, |n| n.min(tick));
         let held = (self.handover.own_state_held).filter(|_| self.state_backlogged());
         match (&self.handover.own_state, held) {
             (Some(_), Some(from)) => tick.min(from + handover::own_state_hold(&self.cfg)),

@@ -351,6 +351,7 @@ impl Core {
         self.view_tick(now);
         self.cluster_tick(now);
         self.continue_report(now);
+        self.continue_resend(now);
         if self.authority.is_cluster() {
             self.owner_progress_flush();
         }

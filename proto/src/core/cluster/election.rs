@@ -67,7 +67,7 @@ impl Core {
         self.cluster.peers.heard.insert(id.clone(), now.mono);
         let (epoch, leaders) = (s.epoch, s.leaders);
         if epoch == self.cluster.epoch.number {
-            self.resend_grants(&id);
+            self.resend_grants(now, &id);
         }
         // After our LOCKSTARTED on this link: it adopts our epoch first.
         self.send_unsent(&id);
@@ -84,7 +84,7 @@ impl Core {
             // this agent asks about that home's tickets once its table is
             // ready (else a ticket of the state whose home released it
             // blocked its name for good: ordinary seed 1653).
-            self.resend_grants(&id);
+            self.resend_grants(now, &id);
         } else if epoch < self.cluster.epoch.number {
             let news = self.leaders_news();
             self.send(To::Link(peer), news);

@@ -664,7 +664,7 @@ impl Core {
         let ask = std::mem::take(&mut self.cluster.leader.ask_when_ready);
         for home in ask {
             if self.cluster.peers.link_of(&home).is_some() {
-                self.resend_grants(&home);
+                self.resend_grants(now, &home);
             }
         }
     }
