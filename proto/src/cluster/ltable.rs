@@ -161,7 +161,7 @@ pub(crate) struct ResendWalk {
     pub epoch: u64,
     /// The link it is said on: when that link is gone, so is what was
     /// said on it, and the next link's coming up starts again.
-    pub link: Option<crate::vocab::PeerId>,
+    pub link: crate::vocab::PeerId,
     /// The last ticket said (by request, then name), none at the start.
     pub after: Option<(u64, ObjectName)>,
     /// When the next step may come.

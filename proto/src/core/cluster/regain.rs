@@ -33,9 +33,12 @@ impl Core {
             }
             return;
         }
+        self.owner_progress_again(home);
+        // Without a link nothing would be said: its coming up walks.
+        let Some(link) = link else { return };
         // Said again from the start: what an earlier walk said may have
         // gone with the link that broke.
-        role.resend.insert(
+        self.cluster.leader.resend.insert(
             home.clone(),
             ResendWalk {
                 epoch,
@@ -44,7 +47,6 @@ impl Core {
                 next: now.mono,
             },
         );
-        self.owner_progress_again(home);
         self.resend_step(now, home);
     }
 
@@ -75,7 +77,7 @@ impl Core {
         let Some(l) = self.cluster.leader.table.as_ref().filter(|l| l.ready) else {
             return;
         };
-        if w.epoch != epoch || w.link != link || link.is_none() {
+        if w.epoch != epoch || link != Some(w.link) {
             return;
         }
         let budget = self.cluster.cfg.report_step.max(1);
