@@ -117,6 +117,11 @@ impl Conn {
         self.out.queue(msg);
     }
 
+    /// Appends whole lines, encoded already.
+    pub fn queue_bytes(&mut self, bytes: &[u8]) {
+        self.out.queue_bytes(bytes);
+    }
+
     /// One `write` of what is queued (retried only on `EINTR`): a short
     /// write means the socket buffer is full, and `WRITABLE` will say when
     /// it has room.

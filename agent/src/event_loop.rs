@@ -29,7 +29,7 @@ use std::time::Duration;
 use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token, Waker};
 use snaplock_proto::cluster::Persisted;
-use snaplock_proto::{Core, Input, Now, Output, Time};
+use snaplock_proto::{Core, Input, Now, Output, Reply, Time};
 
 use crate::clock::Clock;
 use crate::config::{AgentConfig, LogSource};
@@ -477,7 +477,13 @@ impl EventLoop {
     fn route_outputs(&mut self, now: Now) {
         while let Some(out) = self.core.poll_output() {
             match out {
-                Output::Reply { client, msg } => self.queue_reply(client.0, &msg),
+                Output::Reply { client, reply } => match reply {
+                    Reply::Message(msg) => self.queue_reply(client.0, &msg),
+                    Reply::Line(line) => {
+                        self.queue_reply_line(client.0, &line);
+                        self.core.recycle_line(line);
+                    }
+                },
                 Output::Close { client } => self.close_after_flush(client.0),
                 Output::PeerSend { peer, line } => {
                     self.peers.send(self.poll.registry(), now, peer, &line);

@@ -212,9 +212,10 @@ fn drain(core: &mut Core, open: &BTreeSet<u64>, outcomes: &mut BTreeMap<u64, &'s
             open.contains(&client.0),
             "output to closed {client}: {out:?}"
         );
-        let Output::Reply { msg, .. } = out else {
+        let Output::Reply { reply, .. } = out else {
             continue;
         };
+        let msg = reply.into_message();
         let Some(tag) = msg.get_str("tag").and_then(|t| t.parse().ok()) else {
             continue;
         };

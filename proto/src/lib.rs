@@ -40,7 +40,7 @@ pub mod vocab;
 pub mod wire;
 
 pub use crate::core::{
-    ClusterConfig, Config, Core, Credentials, Input, InputError, Malformed, Output, Status,
+    ClusterConfig, Config, Core, Credentials, Input, InputError, Malformed, Output, Reply, Status,
 };
 pub use crate::time::{Now, Time, UnixTime};
 pub use crate::vocab::{ClientId, PeerId};

@@ -63,30 +63,44 @@ impl fmt::Debug for Time {
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct UnixTime(pub u64);
 
+/// The longest [`UnixTime::to_wire`]: twenty digits, a dot and six more.
+pub const WIRE_LEN: usize = 28;
+
 impl UnixTime {
     /// Formats as Unix seconds, with a decimal part only when there is one
     /// (`1700000005`, `1700000005.25`).
     pub fn to_wire(self) -> String {
-        // Written digit by digit: every LOCKED carries one.
+        let mut buf = [0; WIRE_LEN];
+        // Digits and a dot only.
+        String::from_utf8_lossy(self.to_wire_in(&mut buf)).into_owned()
+    }
+
+    /// [`to_wire`](Self::to_wire), written in `buf`: what a `LOCKED` line
+    /// carries, without a string of its own.
+    pub fn to_wire_in(self, buf: &mut [u8; WIRE_LEN]) -> &[u8] {
         let secs = self.0 / 1_000_000;
         let mut frac = self.0 % 1_000_000;
-        let mut out = String::with_capacity(28);
-        out.push_str(crate::wire::decimal(secs, &mut [0; 20]));
+        let mut digits = [0; 20];
+        let whole = crate::wire::decimal_bytes(secs, &mut digits);
+        let mut len = whole.len();
+        buf[..len].copy_from_slice(whole);
         if frac != 0 {
-            out.push('.');
-            let mut digits = 6;
+            buf[len] = b'.';
+            len += 1;
+            let mut places = 6;
             while frac % 10 == 0 {
                 frac /= 10;
-                digits -= 1;
+                places -= 1;
             }
-            let mut buf = [0; 20];
-            let frac = crate::wire::decimal(frac, &mut buf);
-            for _ in frac.len()..digits {
-                out.push('0');
+            let frac = crate::wire::decimal_bytes(frac, &mut digits);
+            for _ in frac.len()..places {
+                buf[len] = b'0';
+                len += 1;
             }
-            out.push_str(frac);
+            buf[len..len + frac.len()].copy_from_slice(frac);
+            len += frac.len();
         }
-        out
+        &buf[..len]
     }
 
     /// Reads Unix seconds, integer or decimal (at most 9 decimals; digits

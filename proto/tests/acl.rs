@@ -63,7 +63,9 @@ fn ask(core: &mut Core, client: ClientId, line: &str) -> Vec<Message> {
     let mut replies = Vec::new();
     while let Some(out) = core.poll_output() {
         match out {
-            Output::Reply { client: to, msg } if to == client => replies.push(msg),
+            Output::Reply { client: to, reply } if to == client => {
+                replies.push(reply.into_message())
+            }
             _ => {}
         }
     }

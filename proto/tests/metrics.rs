@@ -42,8 +42,8 @@ impl Driver {
         self.core.handle_input(at(secs), input).unwrap();
         let mut replies = Vec::new();
         while let Some(out) = self.core.poll_output() {
-            if let Output::Reply { msg, .. } = out {
-                replies.push(msg.command.to_string());
+            if let Output::Reply { reply, .. } = out {
+                replies.push(reply.command().to_string());
             }
         }
         replies

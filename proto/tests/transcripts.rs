@@ -56,8 +56,8 @@ const MAX_WAKEUPS: usize = 10_000;
 /// Something the core did, rendered the way a transcript writes it.
 fn render_output(out: &Output) -> String {
     match out {
-        Output::Reply { client, msg } => {
-            let mut line = encode_to_vec(msg);
+        Output::Reply { client, reply } => {
+            let mut line = encode_to_vec(&reply.clone().into_message());
             line.pop();
             format!("{}< {}", client.0, render_bytes(&line))
         }

@@ -78,7 +78,7 @@ impl Run {
         let mut replies = Vec::new();
         while let Some(out) = self.core.poll_output() {
             match out {
-                Output::Reply { msg, .. } => replies.push(msg),
+                Output::Reply { reply, .. } => replies.push(reply.into_message()),
                 Output::Persist(_) => {}
                 other => panic!("unexpected output {other:?}"),
             }

@@ -33,7 +33,7 @@ use mio::event::Event;
 use mio::{Interest, Token};
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use snaplock_proto::wire::{self, Frame, Message};
-use snaplock_proto::{ClientId, Credentials, Input, Malformed, Now};
+use snaplock_proto::{ClientId, Credentials, Input, Malformed, Now, Reply};
 
 use super::{ACCEPT_BUDGET, ACCEPT_PAUSE, CLOSE_LINGER, ECHO, EventLoop};
 use crate::communicator::{Session, Step};
@@ -396,6 +396,17 @@ impl EventLoop {
             let input = match conn.framer.next_line() {
                 None => return Turn::Idle,
                 Some(Frame::Line([])) => continue,
+                // Without a session, the core reads the line in place.
+                Some(Frame::Line(line)) if conn.session.is_none() => {
+                    if let Err(e) = self.core.handle_client_line(now, client, line) {
+                        log::error!("the core refused a client's line (a bug in snaplockd): {e}");
+                        debug_assert!(false, "the core refused a client's line: {e}");
+                    }
+                    *lines -= 1;
+                    budget.lines -= 1;
+                    self.drain(now);
+                    continue;
+                }
                 Some(Frame::Line(line)) => match wire::parse(line) {
                     Ok(msg) => match conn.session.as_mut() {
                         None => Input::ClientMessage { client, msg },
@@ -455,6 +466,16 @@ impl EventLoop {
         self.queue_message(id, msg, true);
     }
 
+    /// A reply of the core written already ([`Reply::Line`]): appended as
+    /// it is, or read back and translated for a snapcommunicator session.
+    pub(super) fn queue_reply_line(&mut self, id: u64, line: &[u8]) {
+        if self.conns.get(&id).is_some_and(|c| c.session.is_some()) {
+            let msg = Reply::Line(line.to_vec()).into_message();
+            return self.queue_message(id, &msg, true);
+        }
+        self.queue_with(id, |conn| conn.queue_bytes(line));
+    }
+
     /// Reads nothing more from a connection, and closes it once its
     /// replies are written.
     pub(super) fn close_after_flush(&mut self, id: u64) {
@@ -471,17 +492,26 @@ impl EventLoop {
     /// Appends a line to a connection's buffer; a reply of the core
     /// (`of_core`) is first translated for a snapcommunicator session.
     fn queue_message(&mut self, id: u64, msg: &Message, of_core: bool) {
+        self.queue_with(id, |conn| {
+            let translated = match &conn.session {
+                Some(session) if of_core => Some(session.outbound(msg)),
+                _ => None,
+            };
+            conn.queue(translated.as_ref().unwrap_or(msg));
+        });
+    }
+
+    /// Appends with `queue` to a connection's buffer, unless it is gone;
+    /// it is written at the end of the iteration, or closed when too much
+    /// is left unread.
+    fn queue_with(&mut self, id: u64, queue: impl FnOnce(&mut Conn)) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
         if conn.gone || conn.peer_gone {
             return;
         }
-        let translated = match &conn.session {
-            Some(session) if of_core => Some(session.outbound(msg)),
-            _ => None,
-        };
-        conn.queue(translated.as_ref().unwrap_or(msg));
+        queue(conn);
         if !conn.dirty {
             conn.dirty = true;
             self.dirty.push(id);

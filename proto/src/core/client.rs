@@ -11,7 +11,7 @@ use crate::time::Now;
 use crate::vocab::ClientId;
 use crate::vocab::Refusal;
 use crate::vocab::{ObjectName, TicketId};
-use crate::wire::{Message, command_of};
+use crate::wire::{Fields, Message, command_of};
 
 /// The commands a client may send, for `HELP`.
 pub const COMMANDS: &str =
@@ -108,6 +108,45 @@ impl Core {
         Ok(())
     }
 
+    /// A client's line, read in place when it is a plain `LOCK` or
+    /// `UNLOCK` (the requests of every grant), else parsed; a line that
+    /// does not parse is answered `INVALID`, as [`Input::ClientMalformed`](super::Input::ClientMalformed).
+    pub(super) fn client_line(
+        &mut self,
+        now: Now,
+        client: ClientId,
+        line: &[u8],
+    ) -> Result<(), InputError> {
+        if let Some(scanned) = crate::wire::scan(line) {
+            let lock = match scanned.command() {
+                "LOCK" => true,
+                "UNLOCK" => false,
+                _ => return self.client_parsed(now, client, line),
+            };
+            if !self.clients.contains_key(&client) {
+                return Err(InputError::UnknownClient(client));
+            }
+            self.note_call(now, scanned.command());
+            if lock {
+                self.lock(now, client, &scanned);
+            } else {
+                self.unlock(now, client, &scanned);
+            }
+            return Ok(());
+        }
+        self.client_parsed(now, client, line)
+    }
+
+    fn client_parsed(&mut self, now: Now, client: ClientId, line: &[u8]) -> Result<(), InputError> {
+        match crate::wire::parse(line) {
+            Ok(msg) => self.client_message(now, client, msg),
+            Err(e) => {
+                let echo = &line[..line.len().min(replies::MAX_ECHO)];
+                self.client_malformed(client, echo, &Malformed::Parse(e))
+            }
+        }
+    }
+
     pub(super) fn client_message(
         &mut self,
         now: Now,
@@ -200,7 +239,7 @@ impl Core {
         self.reply(client, reply);
     }
 
-    fn lock(&mut self, now: Now, client: ClientId, msg: &Message) {
+    fn lock(&mut self, now: Now, client: ClientId, msg: &impl Fields) {
         let mut req = match request::decode_lock(msg, now, &self.config.defaults, &mut self.names) {
             Ok(req) => req,
             Err((why, target)) => return self.refuse(client, &target, None, &why),
@@ -393,7 +432,7 @@ impl Core {
         Ok(Some((name.clone(), t.id)))
     }
 
-    fn unlock(&mut self, now: Now, client: ClientId, msg: &Message) {
+    fn unlock(&mut self, now: Now, client: ClientId, msg: &impl Fields) {
         let target = match request::decode_target(msg, &mut self.names) {
             Ok(t) => t,
             Err((why, target)) => return self.refuse(client, &target, None, &why),
@@ -407,7 +446,9 @@ impl Core {
                     self.grant_what_may_be(now, &name);
                 }
                 // Releasing what one does not hold is done already.
-                self.reply(client, replies::unlocked(&target.object, target.tag, None));
+                let buf = self.spare_lines.pop().unwrap_or_default();
+                let line = replies::unlocked_line(buf, &target.object, target.tag);
+                self.reply_line(client, line);
             }
         }
     }

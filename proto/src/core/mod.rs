@@ -16,7 +16,7 @@ pub mod unit;
 use std::collections::{BTreeMap, VecDeque};
 
 pub use crate::local::request::Defaults;
-pub use shell::{Input, InputError, Malformed, Output};
+pub use shell::{Input, InputError, Malformed, Output, Reply};
 
 pub use crate::cluster::ClusterConfig;
 use crate::local::replies;
@@ -300,6 +300,22 @@ impl Core {
         self.after_handled(now, handled)
     }
 
+    /// [`Input::ClientMessage`] from a line, borrowed: read in place when
+    /// it is a plain `LOCK` or `UNLOCK`, else parsed (a line that does not
+    /// parse is [`Input::ClientMalformed`]). What a client of a
+    /// snapcommunicator session says is translated first, and handed as
+    /// an input.
+    pub fn handle_client_line(
+        &mut self,
+        now: Now,
+        client: ClientId,
+        line: &[u8],
+    ) -> Result<(), InputError> {
+        self.advance(now)?;
+        let handled = self.client_line(now, client, line);
+        self.after_handled(now, handled)
+    }
+
     /// [`Input::PeerLine`] with the line borrowed: a shell that keeps the
     /// lines it read in a buffer of its own feeds them without a copy each.
     pub fn handle_peer_line(
@@ -482,7 +498,15 @@ impl Core {
 
     pub(crate) fn reply(&mut self, client: ClientId, msg: Message) {
         self.metrics.replied(&msg);
-        self.out.push_back(Output::Reply { client, msg });
+        let reply = Reply::Message(msg);
+        self.out.push_back(Output::Reply { client, reply });
+    }
+
+    /// A reply written already ([`Reply::Line`]): one no metric counts
+    /// (a grant, a release without error).
+    pub(crate) fn reply_line(&mut self, client: ClientId, line: Vec<u8>) {
+        let reply = Reply::Line(line);
+        self.out.push_back(Output::Reply { client, reply });
     }
 
     /// Grants, in bakery order, whatever [`crate::local::ticket::who_may_hold`] allows now.
@@ -530,8 +554,10 @@ impl Core {
         }
         self.grants += 1;
         if let Some(owner) = t.owner {
-            let msg = replies::locked(name, &t.key, now.wall_of(lease_end), fence, t.tag);
-            self.reply(owner, msg);
+            let buf = self.spare_lines.pop().unwrap_or_default();
+            let until = now.wall_of(lease_end);
+            let line = replies::locked_line(buf, name, &t.key, until, fence, t.tag);
+            self.reply_line(owner, line);
         }
     }
 

@@ -82,15 +82,55 @@ pub enum Input {
     },
 }
 
+/// A reply to a client: a message, or the line of one written already
+/// (the replies of every grant, `LOCKED` and `UNLOCKED`, go as lines
+/// written straight from their fields, as `encode` would write the
+/// message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// A message, for the shell to encode.
+    Message(Message),
+    /// A line, `\n` included, in a buffer the shell may give back
+    /// ([`Core::recycle_line`](super::Core::recycle_line)).
+    Line(Vec<u8>),
+}
+
+impl Reply {
+    /// The reply as a message: a line is read back (the core wrote it, so
+    /// it reads; a line that did not would be an `INVALID`).
+    pub fn into_message(self) -> Message {
+        match self {
+            Reply::Message(m) => m,
+            Reply::Line(line) => {
+                let text = line.strip_suffix(b"\n").unwrap_or(&line);
+                crate::wire::parse(text).unwrap_or_else(|_| Message::new("INVALID"))
+            }
+        }
+    }
+
+    /// The reply's command.
+    pub fn command(&self) -> &str {
+        match self {
+            Reply::Message(m) => m.command.as_str(),
+            Reply::Line(line) => {
+                let end = (line.iter())
+                    .position(|&b| b == b' ' || b == b'\n')
+                    .unwrap_or(line.len());
+                std::str::from_utf8(&line[..end]).unwrap_or("")
+            }
+        }
+    }
+}
+
 /// What the core asks the shell to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// Send `msg` to `client`.
+    /// Send `reply` to `client`.
     Reply {
         /// To whom.
         client: ClientId,
         /// What.
-        msg: Message,
+        reply: Reply,
     },
     /// Close `client` once the replies queued before this are written.
     /// The shell still reports [`Input::ClientClosed`] when it is closed.

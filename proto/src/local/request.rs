@@ -1,4 +1,5 @@
-//! Client requests, decoded and checked from a [`Message`] (snaplock(7),
+//! Client requests, decoded and checked from a [`Message`](crate::wire::Message)
+//! or a line read in place ([`Fields`]) (snaplock(7),
 //! REQUESTS).
 //!
 //! Decoding never fails silently: every bad parameter gives a
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use crate::time::{Now, UnixTime, parse_duration};
 use crate::vocab::{Kind, Mode, NameCache, ObjectName, Policy, Refusal, parse_i64, parse_u64};
-use crate::wire::Message;
+use crate::wire::Fields;
 
 pub use crate::vocab::MAX_OBJECT_NAME;
 /// Longest lease (`duration`), unlock grace and quiet period: 7 days.
@@ -58,7 +59,10 @@ pub struct LockRequest {
 /// Reads the parts every object request has. On failure, returns the
 /// refusal together with whatever of the target could be read, so the reply
 /// still carries `object_name` and `tag`.
-pub fn decode_target(msg: &Message, names: &mut NameCache) -> Result<Target, (Refusal, Target)> {
+pub fn decode_target(
+    msg: &impl Fields,
+    names: &mut NameCache,
+) -> Result<Target, (Refusal, Target)> {
     let mut target = Target {
         object: names.name(msg.get("object_name").unwrap_or_default()),
         pid: None,
@@ -102,7 +106,7 @@ pub fn decode_target(msg: &Message, names: &mut NameCache) -> Result<Target, (Re
 
 /// Decodes a `LOCK`; `defaults` gives the values of absent parameters.
 pub fn decode_lock(
-    msg: &Message,
+    msg: &impl Fields,
     now: Now,
     defaults: &Defaults,
     names: &mut NameCache,
@@ -251,7 +255,7 @@ pub fn decode_lock(
 
 /// Decodes an `EXTEND`: the target and the new lease length.
 pub fn decode_extend(
-    msg: &Message,
+    msg: &impl Fields,
     names: &mut NameCache,
 ) -> Result<(Target, Duration), (Refusal, Target)> {
     let target = decode_target(msg, names)?;
@@ -289,7 +293,7 @@ impl Default for Defaults {
     }
 }
 
-fn duration_param(msg: &Message, name: &str, default: Duration) -> Result<Duration, ()> {
+fn duration_param(msg: &impl Fields, name: &str, default: Duration) -> Result<Duration, ()> {
     match msg.get(name) {
         None => Ok(default),
         // One more than the maximum still parses, so "too long" is told
@@ -298,7 +302,7 @@ fn duration_param(msg: &Message, name: &str, default: Duration) -> Result<Durati
     }
 }
 
-fn bool_param(msg: &Message, name: &str) -> Result<bool, ()> {
+fn bool_param(msg: &impl Fields, name: &str) -> Result<bool, ()> {
     match msg.get(name) {
         None | Some(b"false") => Ok(false),
         Some(b"true") => Ok(true),

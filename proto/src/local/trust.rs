@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use crate::time::{Time, parse_duration};
 use crate::vocab::Refusal;
-use crate::wire::Message;
+use crate::wire::Fields;
 
 /// The length of one count of calls: the current rate is the calls of the
 /// last whole one, and the norm moves once per one.
@@ -209,7 +209,7 @@ impl Contract {
     /// Reads `min_uptime` (seconds, 0 to [`MAX_MIN_UPTIME`], integer or
     /// decimal) and `min_trust` (0 to 1, at most 9 decimals, read to the
     /// millionth) from a request.
-    pub fn decode(msg: &Message) -> Result<Contract, Refusal> {
+    pub fn decode(msg: &impl Fields) -> Result<Contract, Refusal> {
         let mut contract = Contract::default();
         if let Some(v) = msg.get("min_uptime") {
             contract.min_uptime = parse_duration(v, MAX_MIN_UPTIME)
@@ -236,6 +236,7 @@ impl Contract {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::Message;
 
     fn at(secs: f64) -> Time {
         Time::from_micros((secs * 1e6).round() as u64)

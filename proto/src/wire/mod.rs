@@ -19,9 +19,10 @@ pub use encode::{encode, encode_to_vec};
 pub use framer::{Frame, LineFramer};
 pub(crate) use line::{Line, Params};
 pub use message::{Command, MAX_NAME_LEN, MAX_PARAMS, Message, is_valid_command, is_valid_name};
-pub(crate) use message::{decimal, put_u64};
+pub(crate) use message::{decimal, decimal_bytes, put_u64};
 pub use parse::{ParseError, ParseErrorKind, command_of, parse, parse_line};
-pub(crate) use scan::{Fields, scan};
+pub use scan::Fields;
+pub(crate) use scan::scan;
 
 #[cfg(test)]
 mod tests;

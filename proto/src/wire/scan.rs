@@ -20,7 +20,7 @@ pub(crate) const SCAN_FIELDS: usize = 16;
 
 /// What a reader of a message asks of it: its command, and its values by
 /// name. A [`Message`] and a [`Scanned`] line both answer.
-pub(crate) trait Fields {
+pub trait Fields {
     /// The command.
     fn command(&self) -> &str;
     /// The value of `name` (the last one given).

@@ -211,7 +211,8 @@ impl Net {
                 return;
             };
             match out {
-                Output::Reply { client, msg } => {
+                Output::Reply { client, reply } => {
+                    let msg = reply.into_message();
                     self.replies.entry(client.0).or_default().push_back(msg);
                 }
                 Output::Close { .. } => {}

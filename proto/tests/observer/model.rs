@@ -173,7 +173,9 @@ impl Driver {
         for (t, event) in &self.trace {
             let line = match event {
                 Event::Sent(client, msg) => format!("{client}> {msg}"),
-                Event::Got(Output::Reply { client, msg }) => format!("{}< {msg}", client.0),
+                Event::Got(Output::Reply { client, reply }) => {
+                    format!("{}< {}", client.0, reply.clone().into_message())
+                }
                 Event::Got(Output::Close { client }) => format!("close {}", client.0),
                 Event::Got(other) => format!("{other:?}"),
                 Event::Note(what) => what.to_string(),
@@ -296,9 +298,10 @@ impl Driver {
             if matches!(out, Output::Persist(_)) {
                 continue; // the shell's disk
             }
-            let Output::Reply { client, msg } = out else {
+            let Output::Reply { client, reply } = out else {
                 return Err("Output::Close outside a shutdown".into());
             };
+            let msg = reply.into_message();
             if !self.clients.contains_key(&client.0) {
                 return Err(format!("reply to closed client {}: {msg}", client.0));
             }

@@ -421,7 +421,8 @@ impl World {
     fn output(&mut self, i: usize, out: Output) {
         self.trace.num(i as u64 + 1_000);
         match out {
-            Output::Reply { client, msg } => {
+            Output::Reply { client, reply } => {
+                let msg = reply.into_message();
                 self.trace.num(client.0);
                 self.trace.message(&msg);
                 self.log(|| format!("n{i} -> c{} {}", client.0, show(&msg)));

@@ -28,8 +28,8 @@ pub(crate) fn ask(requests: &[&str]) -> Vec<Message> {
     }
     let mut replies = Vec::new();
     while let Some(out) = core.poll_output() {
-        if let Output::Reply { msg, .. } = out {
-            replies.push(msg);
+        if let Output::Reply { reply, .. } = out {
+            replies.push(reply.into_message());
         }
     }
     replies

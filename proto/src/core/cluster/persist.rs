@@ -104,7 +104,7 @@ mod tests {
         let kept = outs.iter().rposition(|o| matches!(o, Output::Persist(_)));
         let locked = outs
             .iter()
-            .position(|o| matches!(o, Output::Reply { msg, .. } if msg.command == "LOCKED"));
+            .position(|o| matches!(o, Output::Reply { reply, .. } if reply.command() == "LOCKED"));
         let (Some(kept), Some(locked)) = (kept, locked) else {
             panic!("{outs:?}");
         };
@@ -112,9 +112,10 @@ mod tests {
             kept < locked,
             "the record is kept before the grant: {outs:?}"
         );
-        let Output::Reply { msg, .. } = &outs[locked] else {
+        let Output::Reply { reply, .. } = &outs[locked] else {
             unreachable!()
         };
+        let msg = reply.clone().into_message();
         let fence: u64 = msg.get_str("fence").unwrap().parse().unwrap();
         assert!(fence > record.fence, "{fence} > {}", record.fence);
         let Output::Persist(last) = outs[kept] else {

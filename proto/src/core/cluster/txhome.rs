@@ -440,9 +440,12 @@ impl Core {
                     );
                     // Not the outcome of a TRANSACTION (that one was
                     // counted when it ran): not counted by the metrics.
-                    let msg = replies::transaction_failed(ns, None, &why);
-                    self.out
-                        .push_back(crate::core::Output::Reply { client: owner, msg });
+                    let reply =
+                        crate::core::Reply::Message(replies::transaction_failed(ns, None, &why));
+                    (self.out).push_back(crate::core::Output::Reply {
+                        client: owner,
+                        reply,
+                    });
                 }
             }
         }

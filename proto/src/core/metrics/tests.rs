@@ -138,7 +138,7 @@ fn the_notice_that_a_connections_variables_are_revoked_is_no_transaction_outcome
     let outs: Vec<_> = std::iter::from_fn(|| s.core.poll_output()).collect();
     assert!(
         outs.iter().any(|o| matches!(o,
-            crate::core::Output::Reply { msg, .. } if msg.command == "TRANSACTIONFAILED")),
+            crate::core::Output::Reply { reply, .. } if reply.command() == "TRANSACTIONFAILED")),
         "{outs:?}"
     );
     assert_eq!(s.core.metrics.transactions.iter().sum::<u64>(), 0);

@@ -74,7 +74,7 @@ impl Solo {
 fn replies(outs: &[Output]) -> Vec<String> {
     outs.iter()
         .filter_map(|o| match o {
-            Output::Reply { client, msg } => Some(reply(client.0, msg)),
+            Output::Reply { client, reply: r } => Some(reply(client.0, &r.clone().into_message())),
             _ => None,
         })
         .collect()
@@ -168,9 +168,10 @@ fn the_refusal_without_a_cgroup_says_what_is_needed() {
     let mut s = Solo::new();
     s.open(1, 1000, None);
     let outs = s.send(1, OWNED);
-    let Some(Output::Reply { msg, .. }) = outs.first() else {
+    let Some(Output::Reply { reply, .. }) = outs.first() else {
         panic!("{outs:?}");
     };
+    let msg = reply.clone().into_message();
     let why = msg.get_str("description").unwrap_or_default();
     assert!(why.contains("cgroup v2") && why.contains("root"), "{why}");
 }

@@ -360,7 +360,8 @@ impl Driver {
                         "a client without a cgroup owns a lock by unit: {out:?}"
                     ));
                 }
-                Output::Reply { client, msg } => {
+                Output::Reply { client, reply } => {
+                    let msg = reply.into_message();
                     let tag: i64 = msg
                         .get_str("tag")
                         .and_then(|v| v.parse().ok())
