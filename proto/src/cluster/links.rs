@@ -247,6 +247,9 @@ pub(crate) struct Link {
     /// Its `LOCKSTARTED` said `home_grant=1`: as the home of a request, it
     /// delivers the grant on its own yes vote, so no `LOCKED` follows.
     pub home_grant: bool,
+    /// When its last line was noted as heard (`heard`, `heard_at`): the
+    /// lines of one read, handled at one time, are noted once.
+    pub noted: Option<Time>,
 }
 
 impl Link {
@@ -265,6 +268,7 @@ impl Link {
             reanswer: None,
             add_vote: false,
             home_grant: false,
+            noted: None,
         }
     }
 }

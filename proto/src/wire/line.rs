@@ -91,7 +91,13 @@ impl<'a> Line<'a> {
     pub fn finish_in(&mut self, mut out: Vec<u8>) -> Vec<u8> {
         out.clear();
         let params = &mut self.params[..self.len];
-        params.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        let order =
+            |a: &(u64, &str, _), b: &(u64, &str, _)| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1));
+        // The writers of the messages of a grant give their parameters in
+        // order: one pass finds it so.
+        if !params.is_sorted_by(|a, b| order(a, b).is_le()) {
+            params.sort_unstable_by(order);
+        }
         let size = self.command.len()
             + params
                 .iter()

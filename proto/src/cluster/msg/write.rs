@@ -178,22 +178,24 @@ impl PeerMsg {
                     p.num("delay", pong.delay_us);
                 }
             }
+            // Each in the order of its names, as the line is written: the
+            // line's sort then finds nothing to move.
             PeerMsg::Lock(l) => {
-                p.text("object_name", &l.object);
                 p.num("epoch", l.epoch);
-                p.num("req", l.req);
                 p.text("key", l.key.as_bytes());
                 put_kind(p, &l.kind);
-                if l.try_once {
-                    p.text("try", b"true");
-                }
+                p.text("object_name", &l.object);
                 if l.progress {
                     p.text("progress", b"true");
                 }
+                p.num("req", l.req);
+                if l.try_once {
+                    p.text("try", b"true");
+                }
             }
             PeerMsg::Unlock { epoch, object, req } => {
-                p.text("object_name", object);
                 p.num("epoch", *epoch);
+                p.text("object_name", object);
                 p.num("req", *req);
             }
             PeerMsg::AddTicket {
@@ -203,17 +205,21 @@ impl PeerMsg {
                 kind,
                 fence,
             } => {
-                put_ticket_at(p, at);
-                p.text("key", key.as_bytes());
-                p.num("number", *number);
-                put_kind(p, kind);
+                p.num("epoch", at.epoch);
                 if let Some(f) = fence {
                     p.num("fence", *f);
                 }
+                p.text("home", at.home.as_bytes());
+                p.text("key", key.as_bytes());
+                put_kind(p, kind);
+                p.num("number", *number);
+                p.text("object_name", &at.object);
+                p.num("req", at.req);
             }
             PeerMsg::ActivateLock { at, fence } | PeerMsg::Locked { at, fence } => {
-                put_ticket_at(p, at);
+                p.num("epoch", at.epoch);
                 p.num("fence", *fence);
+                put_ticket_rest(p, at);
             }
             PeerMsg::LockActivated {
                 at,
@@ -221,27 +227,37 @@ impl PeerMsg {
                 ok,
                 other,
             } => {
-                put_ticket_at(p, at);
+                p.num("epoch", at.epoch);
                 p.num("fence", *fence);
+                p.text("home", at.home.as_bytes());
+                p.text("object_name", &at.object);
                 p.text("ok", if *ok { b"true" } else { b"false" });
                 if let Some((home, req)) = other {
                     p.text("other_home", home.as_bytes());
                     p.num("other_req", *req);
                 }
+                p.num("req", at.req);
             }
-            PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => put_ticket_at(p, at),
+            PeerMsg::DropTicket(at) | PeerMsg::HasTicket(at) => {
+                p.num("epoch", at.epoch);
+                put_ticket_rest(p, at);
+            }
             PeerMsg::Waiting { at, position } => {
-                put_ticket_at(p, at);
+                p.num("epoch", at.epoch);
+                p.text("home", at.home.as_bytes());
+                p.text("object_name", &at.object);
                 p.num("position", *position);
+                p.num("req", at.req);
             }
             PeerMsg::LockFailed {
                 at,
                 error,
                 description,
             } => {
-                put_ticket_at(p, at);
-                p.text("error", error.as_bytes());
                 p.text("description", description.as_bytes());
+                p.num("epoch", at.epoch);
+                p.text("error", error.as_bytes());
+                put_ticket_rest(p, at);
             }
             _ => return false,
         }
@@ -249,10 +265,10 @@ impl PeerMsg {
     }
 }
 
-fn put_ticket_at<'a>(p: &mut impl Params<'a>, at: &'a TicketAt) {
-    p.text("object_name", &at.object);
-    p.num("epoch", at.epoch);
+/// A ticket's `home`, `object_name` and `req`: the last of its names.
+fn put_ticket_rest<'a>(p: &mut impl Params<'a>, at: &'a TicketAt) {
     p.text("home", at.home.as_bytes());
+    p.text("object_name", &at.object);
     p.num("req", at.req);
 }
 
@@ -264,10 +280,10 @@ pub(super) fn put_ids(m: &mut Message, keys: [&'static str; MAX_LEADERS], ids: &
 
 /// Writes a ticket's kind.
 pub(crate) fn put_kind<'a>(p: &mut impl Params<'a>, kind: &Kind) {
-    p.text("mode", kind.mode.as_str().as_bytes());
     if let Some(limit) = kind.limit {
         p.num("limit", u64::from(limit));
     }
+    p.text("mode", kind.mode.as_str().as_bytes());
     match kind.policy {
         Policy::Hard => {}
         Policy::Soft => p.text("policy", b"soft"),

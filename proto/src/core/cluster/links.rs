@@ -125,18 +125,26 @@ impl Core {
         }
         let from = link.id.clone();
         let addr = link.addr;
+        let noted = link.noted == Some(now.mono);
         if self.refuse_far(now, peer, msg) {
             return Ok(());
         }
-        if let Some(id) = &from {
-            match self.cluster.peers.heard.get_mut(id) {
-                Some(heard) => *heard = now.mono,
-                None => {
-                    self.cluster.peers.heard.insert(id.clone(), now.mono);
+        // Noted once per time: what is noted is that time, and nothing
+        // forgets an agent with a link (`Peers::forget_old`).
+        if !noted {
+            if let Some(id) = &from {
+                match self.cluster.peers.heard.get_mut(id) {
+                    Some(heard) => *heard = now.mono,
+                    None => {
+                        self.cluster.peers.heard.insert(id.clone(), now.mono);
+                    }
                 }
             }
+            self.cluster.peers.heard_at.insert(addr, now.mono);
+            if let Some(link) = self.cluster.peers.links.get_mut(&peer) {
+                link.noted = Some(now.mono);
+            }
         }
-        self.cluster.peers.heard_at.insert(addr, now.mono);
         // Any epoch a peer names, current or not, bounds the next one from
         // below (a conductor must draw past every epoch fences came from).
         if let Some(epoch) = msg.get("epoch").and_then(crate::vocab::parse_u64) {
