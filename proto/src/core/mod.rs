@@ -191,6 +191,9 @@ pub struct Core {
     /// Buffers of peer lines the shell gave back ([`Core::recycle_line`]),
     /// for the next lines written.
     pub(crate) spare_lines: Vec<Vec<u8>>,
+    /// Buffers an owner's decision uses again (`evaluate`): no allocation
+    /// per grant.
+    pub(crate) decide: cluster::Decide,
 }
 
 impl Core {
@@ -235,6 +238,7 @@ impl Core {
             units: unit::Units::default(),
             names: crate::vocab::NameCache::default(),
             spare_lines: Vec::new(),
+            decide: Default::default(),
         };
         if !core.authority.is_cluster() {
             core.persist();

@@ -58,6 +58,20 @@ pub struct Decision {
 /// the table and by the tests below.
 pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time) -> Decision {
     let mut decision = Decision::default();
+    decision.recheck_at = who_may_hold_into(tickets, last_shared_grant, now, &mut decision.grant);
+    decision
+}
+
+/// [`who_may_hold`], the positions to grant appended to `grant` (a buffer
+/// used again: the owner of an object decides at each change of its
+/// queue); returns the decision's `recheck_at`.
+pub fn who_may_hold_into(
+    tickets: &[View],
+    last_shared_grant: Option<Time>,
+    now: Time,
+    grant: &mut Vec<usize>,
+) -> Option<Time> {
+    let mut recheck_at = None;
     let mut exclusive_held = false;
     // Shared and counted holders.
     let mut holders: u64 = 0;
@@ -94,13 +108,13 @@ pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time
                 };
                 let quiet_ok = quiet_until.is_none_or(|q| q <= now);
                 if !exclusive_waiting && !exclusive_held && holders == 0 && quiet_ok {
-                    decision.grant.push(i);
+                    grant.push(i);
                     exclusive_held = true;
                     blocked = true;
                     continue;
                 }
                 if !exclusive_waiting && !exclusive_held && holders == 0 {
-                    decision.recheck_at = quiet_until;
+                    recheck_at = quiet_until;
                 }
                 exclusive_waiting = true;
                 if t.kind.policy == Policy::Hard {
@@ -110,7 +124,7 @@ pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time
             Mode::Shared => {
                 let room = shared_room.min(t.kind.limit_or_max());
                 if !exclusive_held && holders < room {
-                    decision.grant.push(i);
+                    grant.push(i);
                     holders += 1;
                     shared_room = room;
                 } else {
@@ -120,13 +134,13 @@ pub fn who_may_hold(tickets: &[View], last_shared_grant: Option<Time>, now: Time
             Mode::Counted => {
                 let room = shared_room.min(t.kind.limit_or_max());
                 if !exclusive_held && holders < room {
-                    decision.grant.push(i);
+                    grant.push(i);
                     holders += 1;
                 }
             }
         }
     }
-    decision
+    recheck_at
 }
 
 #[cfg(test)]

@@ -10,11 +10,19 @@ use crate::cluster::ltable::{LeaderState, LeaderTicket};
 use crate::cluster::msg::{BadField, Lock, PeerMsg, Role, TicketAt};
 use crate::cluster::votes::{self, Ballot, Tally, Widen};
 use crate::core::Core;
-use crate::local::ticket::{View, who_may_hold};
+use crate::local::ticket::{View, who_may_hold_into};
 use crate::time::Now;
 use crate::vocab::ObjectName;
 use std::collections::BTreeSet;
 use std::collections::btree_map::Entry;
+
+/// The buffers of an owner's decision ([`Core::evaluate`]), used again.
+#[derive(Debug, Default)]
+pub(crate) struct Decide {
+    views: Vec<View>,
+    grant: Vec<usize>,
+    asked: Vec<(Id, u64)>,
+}
 
 impl Core {
     /// Ticket `(home, req)` of `object`, in this epoch.
@@ -353,7 +361,7 @@ impl Core {
         fence
     }
 
-    /// Asks for the votes of whatever [`who_may_hold`] allows now.
+    /// Asks for the votes of whatever [`who_may_hold`](crate::local::ticket::who_may_hold) allows now.
     pub(crate) fn evaluate(&mut self, now: Now, name: &ObjectName) {
         if self.owner_of(name).as_ref() != Some(&self.cluster.me) {
             return;
@@ -370,21 +378,24 @@ impl Core {
         let Some(o) = l.objects.get(name) else {
             return;
         };
-        let views: Vec<View> = o
-            .tickets
-            .iter()
-            .map(|t| View {
-                kind: t.kind,
-                held: t.state != LeaderState::Waiting,
-            })
-            .collect();
-        let decision = who_may_hold(&views, o.last_shared_grant, now.mono);
-        if decision.recheck_at.is_some() {
+        let Decide {
+            mut views,
+            mut grant,
+            mut asked,
+        } = std::mem::take(&mut self.decide);
+        views.clear();
+        views.extend(o.tickets.iter().map(|t| View {
+            kind: t.kind,
+            held: t.state != LeaderState::Waiting,
+        }));
+        grant.clear();
+        let recheck_at = who_may_hold_into(&views, o.last_shared_grant, now.mono, &mut grant);
+        if recheck_at.is_some() {
             l.retry.insert(name.clone());
         }
-        let mut asked = Vec::new();
+        asked.clear();
         let mut at_once = Vec::new();
-        for pos in decision.grant {
+        for &pos in &grant {
             let fence = self.next_fence(name);
             let (key, all_now) = self.ask_votes(now, name, pos, fence);
             if all_now {
@@ -395,9 +406,16 @@ impl Core {
         for (home, req) in at_once {
             self.widen(name, &home, req, false);
         }
-        for (home, req) in asked {
+        for (home, req) in asked.drain(..) {
             self.try_grant(now, name, &home, req);
         }
+        // Kept for the next decision (one made meanwhile, by the calls
+        // above, kept its own or none).
+        self.decide = Decide {
+            views,
+            grant,
+            asked,
+        };
     }
 
     /// Marks ticket `pos` of `name` activating with `fence` and asks the

@@ -21,5 +21,6 @@ mod txhome;
 mod view;
 mod vouch;
 
+pub(crate) use leader::Decide;
 pub(crate) use links::To;
 pub(crate) use status::NotReady;
