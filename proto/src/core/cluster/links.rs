@@ -279,6 +279,12 @@ impl Core {
         fence: u64,
     ) {
         let c = &self.cluster;
+        // This agent's own bit, if set, names no link (`send_now` skips
+        // it): left out, no copy of the ticket is made for nobody.
+        let mine = (c.epoch.leaders.iter())
+            .position(|l| *l == c.me)
+            .map_or(0, |i| 1u8 << i);
+        let (add_mask, ask_mask) = (add_mask & !mine, ask_mask & !mine);
         let both = (c.epoch.leaders.iter().enumerate())
             .filter(|(i, _)| add_mask & ask_mask & (1 << i) != 0)
             .filter(|(_, l)| {
