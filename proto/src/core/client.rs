@@ -23,6 +23,9 @@ pub(crate) struct Client {
     cred: Credentials,
     /// Every ticket this connection owns, with its object.
     pub(crate) tickets: BTreeMap<TicketId, ObjectName>,
+    /// The key of its last request and the `pid` it came from: a
+    /// connection mostly speaks for one process.
+    last_key: Option<(Option<u64>, std::sync::Arc<str>)>,
 }
 
 impl Core {
@@ -40,6 +43,7 @@ impl Core {
             Client {
                 cred,
                 tickets: BTreeMap::new(),
+                last_key: None,
             },
         );
         if self.clients.len() > self.config.max_clients {
@@ -212,16 +216,22 @@ impl Core {
 
     /// `<server_name>/<pid>`; without `pid`, a key of this connection alone
     /// (the peer's pid joined with the connection number), so threads of one
-    /// process on separate connections never collide.
-    fn key_of(&self, client: ClientId, pid: Option<u64>) -> String {
-        match pid {
+    /// process on separate connections never collide. Made once for the
+    /// connection's last `pid`, and shared by the tickets that name it.
+    fn key_of(&mut self, client: ClientId, pid: Option<u64>) -> std::sync::Arc<str> {
+        let last = self.clients.get(&client).and_then(|c| c.last_key.as_ref());
+        if let Some((p, key)) = last.filter(|(p, _)| *p == pid) {
+            debug_assert_eq!(*p, pid);
+            return key.clone();
+        }
+        let key: std::sync::Arc<str> = match pid {
             Some(pid) => {
                 let server = &self.config.server_name;
                 let mut key = String::with_capacity(server.len() + 21);
                 key.push_str(server);
                 key.push('/');
                 key.push_str(crate::wire::decimal(pid, &mut [0; 20]));
-                key
+                key.into()
             }
             None => {
                 let peer = self
@@ -229,9 +239,13 @@ impl Core {
                     .get(&client)
                     .and_then(|c| c.cred.pid)
                     .unwrap_or(0);
-                format!("{}/{peer}.{}", self.config.server_name, client.0)
+                format!("{}/{peer}.{}", self.config.server_name, client.0).into()
             }
+        };
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.last_key = Some((pid, key.clone()));
         }
+        key
     }
 
     fn refuse(&mut self, client: ClientId, target: &Target, key: Option<&str>, why: &Refusal) {
@@ -326,7 +340,7 @@ impl Core {
         let ticket = Ticket {
             id,
             number: existing.map_or(1, |o| o.next_number()),
-            key: key.clone().into_boxed_str(),
+            key: key.clone(),
             owner: Some(client),
             uid: self.clients[&client].cred.uid,
             tag: req.target.tag,

@@ -70,8 +70,9 @@ pub struct Ticket {
     pub id: TicketId,
     /// Bakery number: later requests get larger numbers.
     pub number: u64,
-    /// `<server_name>/<pid>`: who asked.
-    pub key: Box<str>,
+    /// `<server_name>/<pid>`: who asked (shared with the connection's
+    /// other tickets).
+    pub key: std::sync::Arc<str>,
     /// The connection that asked; `None` once a detached holder's
     /// connection has closed.
     pub owner: Option<ClientId>,

@@ -273,7 +273,7 @@ impl Core {
                         object: name.clone(),
                         home: me.clone(),
                         req: t.id.0,
-                        key: t.key.clone(),
+                        key: (*t.key).into(),
                         fence,
                         kind: t.kind,
                     };
