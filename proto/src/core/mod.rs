@@ -306,9 +306,9 @@ impl Core {
 
     /// [`Input::ClientMessage`] from a line, borrowed: read in place when
     /// it is a plain `LOCK` or `UNLOCK`, else parsed (a line that does not
-    /// parse is [`Input::ClientMalformed`]). What a client of a
-    /// snapcommunicator session says is translated first, and handed as
-    /// an input.
+    /// parse is [`Input::ClientMalformed`]). Not for a client of a
+    /// snapcommunicator session: the shell translates what it says and
+    /// hands it as an input.
     pub fn handle_client_line(
         &mut self,
         now: Now,
