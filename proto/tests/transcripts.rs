@@ -17,8 +17,8 @@
 //!                                      1700000000 + 1.5 s; may prefix an input
 //! open 1 pid=100 uid=1000 gid=1000     Input::ClientOpened
 //! 1> LOCK object_name=a;tag=1          a line from client 1: the text and a LF go
-//!                                      through the client's LineFramer, each frame
-//!                                      through parse() into the core
+//!                                      through the client's LineFramer, each line
+//!                                      into the core (handle_client_line)
 //! 1>- LOCK obj                         the same, without the LF (a partial read)
 //! hangup 1                             Input::ClientClosed
 //! tick                                 handle_timeout once, now
@@ -41,7 +41,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use snaplock_proto::wire::{Frame, LineFramer, encode_to_vec, parse};
+use snaplock_proto::wire::{Frame, LineFramer, encode_to_vec};
 use snaplock_proto::{
     ClientId, Config, Core, Credentials, Input, InputError, Malformed, Now, Output, Time, UnixTime,
 };
@@ -243,8 +243,9 @@ impl Player {
         Ok(())
     }
 
-    /// Bytes from a client, through its framer and the parser, as the
-    /// agent's shell does.
+    /// Bytes from a client, through its framer and into the core as the
+    /// agent's shell hands them (`Core::handle_client_line`: a plain
+    /// `LOCK` or `UNLOCK` read in place, any other line parsed).
     fn receive(&mut self, id: ClientId, bytes: &[u8]) {
         let max_line = self.max_line;
         let framer = self
@@ -252,28 +253,30 @@ impl Player {
             .entry(id.0)
             .or_insert_with(|| LineFramer::new(max_line));
         framer.buffer_mut().extend_from_slice(bytes);
-        let mut inputs = Vec::new();
+        let mut frames = Vec::new();
         for _ in 0..=bytes.len() {
-            let input = match framer.next_line() {
+            let frame = match framer.next_line() {
                 None => break,
-                Some(Frame::Line(line)) => match parse(line) {
-                    Ok(msg) => Input::ClientMessage { client: id, msg },
-                    Err(e) => Input::ClientMalformed {
-                        client: id,
-                        line: line.to_vec(),
-                        error: Malformed::Parse(e),
-                    },
-                },
-                Some(Frame::TooLong { prefix }) => Input::ClientMalformed {
+                Some(Frame::Line(line)) => Ok(line.to_vec()),
+                Some(Frame::TooLong { prefix }) => Err(Input::ClientMalformed {
                     client: id,
                     line: prefix.to_vec(),
                     error: Malformed::TooLong,
-                },
+                }),
             };
-            inputs.push(input);
+            frames.push(frame);
         }
-        for input in inputs {
-            self.input(input);
+        for frame in frames {
+            match frame {
+                Ok(line) => {
+                    let now = now_at(self.now);
+                    if let Err(e) = self.core().handle_client_line(now, id, &line) {
+                        self.pending.push(render_error(&e));
+                    }
+                    self.drain();
+                }
+                Err(input) => self.input(input),
+            }
         }
     }
 
