@@ -247,6 +247,10 @@ pub(crate) struct Link {
     /// Its `LOCKSTARTED` said `home_grant=1`: as the home of a request, it
     /// delivers the grant on its own yes vote, so no `LOCKED` follows.
     pub home_grant: bool,
+    /// Its `LOCKSTARTED` said `home_drop=1`: as the home of a request, it
+    /// drops its own vote on it when it releases it, so no `DROPTICKET`
+    /// follows its `UNLOCK`.
+    pub home_drop: bool,
     /// When its last line was noted as heard (`heard`, `heard_at`): the
     /// lines of one read, handled at one time, are noted once.
     pub noted: Option<Time>,
@@ -268,6 +272,7 @@ impl Link {
             reanswer: None,
             add_vote: false,
             home_grant: false,
+            home_drop: false,
             noted: None,
         }
     }

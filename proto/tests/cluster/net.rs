@@ -28,6 +28,8 @@ pub struct Net {
     replies: BTreeMap<u64, VecDeque<Message>>,
     /// Peer messages delivered, by receiving node and command.
     pub delivered: BTreeMap<(usize, String), usize>,
+    /// The last peer message of each command delivered, by receiving node.
+    pub last: BTreeMap<(usize, String), Message>,
     /// Nodes that do not run (SIGSTOP): their messages wait, their links
     /// stay up.
     paused: Vec<bool>,
@@ -97,6 +99,7 @@ impl Net {
             clients: BTreeMap::new(),
             replies: BTreeMap::new(),
             delivered: BTreeMap::new(),
+            last: BTreeMap::new(),
             paused: vec![false; n],
             backlog: vec![false; n],
             full: vec![false; n],
@@ -272,6 +275,7 @@ impl Net {
                 for command in carries(&msg) {
                     *self.delivered.entry((to, command.to_owned())).or_default() += 1;
                 }
+                self.last.insert((to, msg.command.to_string()), msg.clone());
                 let mut line = encode_to_vec(&msg);
                 line.pop();
                 self.input(

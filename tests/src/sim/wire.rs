@@ -16,8 +16,8 @@
 //!
 //! It also checks, as each yes vote is cast, that no leader stands behind
 //! two conflicting grants of one object at once: a vote stands from when it
-//! is cast until its agent acts on a `DROPTICKET` for it or votes in a later
-//! epoch.
+//! is cast until its agent acts on a `DROPTICKET` for it, votes in a later
+//! epoch, or, as the home of a lock's request, sends its `UNLOCK`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -115,6 +115,9 @@ impl Wire {
             self.check_votes(node, msg)?;
             self.note_home_vote(node, msg);
         }
+        if msg.command == "UNLOCK" {
+            self.home_released(node, msg);
+        }
         if msg.command == "LOCKSTARTED" {
             if let Some(id) = msg.get_str("lockid") {
                 self.ids[node] = Some(id.to_owned());
@@ -125,6 +128,26 @@ impl Wire {
             self.note_state(node, msg, &ticket_records(msg, &sender));
         }
         Ok(())
+    }
+
+    /// A home released its request on a lock (its `UNLOCK`): its own vote
+    /// on it ends there, as it drops it itself (`home_drop=1`; its owner
+    /// sends it no `DROPTICKET`). A transaction's holdings end with the
+    /// transaction, not here.
+    fn home_released(&mut self, node: usize, msg: &Message) {
+        let (Some(object), Some(req), Some(home)) = (
+            msg.get("object_name"),
+            num(msg, "req"),
+            self.ids[node].clone(),
+        ) else {
+            return;
+        };
+        if snaplock_proto::vocab::split_var_object(object).is_some() {
+            return;
+        }
+        if let Some(set) = self.standing.get_mut(&(home.clone(), object.to_vec())) {
+            set.remove(&(home, req));
+        }
     }
 
     /// A ticket of an epoch's state (`LOCKTICKETS part=state`) that

@@ -100,6 +100,9 @@ pub(crate) struct Started {
     /// As the home of a request, it delivers the grant on its own yes
     /// vote when that vote makes the majority (`home_grant=1`).
     pub home_grant: bool,
+    /// As the home of a request, it drops its own vote on it when it
+    /// releases it, so its owner sends it no `DROPTICKET` (`home_drop=1`).
+    pub home_drop: bool,
 }
 
 /// `LOCKPONG`: the answer to a ping.
@@ -346,6 +349,7 @@ impl PeerMsg {
                 leaders: leaders(m)?,
                 add_vote: m.get("add_vote") == Some(b"1"),
                 home_grant: m.get("home_grant") == Some(b"1"),
+                home_drop: m.get("home_drop") == Some(b"1"),
             }),
             "LOCKLEADERS" => {
                 let leaders = leaders(m)?;

@@ -81,6 +81,7 @@ fn every_kind_of_message() -> Vec<PeerMsg> {
             leaders: vec![Id::from(A), Id::from(B)],
             add_vote: true,
             home_grant: true,
+            home_drop: true,
         }),
         PeerMsg::Ping { serial: 3 },
         PeerMsg::Pong(Pong {

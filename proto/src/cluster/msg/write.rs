@@ -56,6 +56,9 @@ impl PeerMsg {
                 if s.home_grant {
                     m.set("home_grant", "1");
                 }
+                if s.home_drop {
+                    m.set("home_drop", "1");
+                }
             }
             PeerMsg::Leaders { epoch, leaders } => {
                 m.set_u64("epoch", epoch);

@@ -26,6 +26,7 @@ impl Core {
             leaders: c.epoch.leaders.clone(),
             add_vote: true,
             home_grant: true,
+            home_drop: true,
         })
     }
 
@@ -58,6 +59,7 @@ impl Core {
         link.since = now.mono;
         link.add_vote = s.add_vote;
         link.home_grant = s.home_grant;
+        link.home_drop = s.home_drop;
         let addr = link.addr;
         self.cluster.peers.last_link_up = Some(now.mono);
         self.cluster.peers.lost.remove(&addr);

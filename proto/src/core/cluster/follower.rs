@@ -28,6 +28,16 @@ impl Core {
         if self.owner_of(&object).as_deref() != Some(&**from) {
             return Err(BadField("object_name (sender is not its owner)"));
         }
+        if *home == *self.cluster.me
+            && crate::vocab::split_var_object(&object).is_none()
+            && !self.has_request(&object, req)
+        {
+            // Its own request, released before this came (a question sent
+            // again, or sent before the owner had its `UNLOCK`): this
+            // agent dropped its vote as it released, and keeps no replica
+            // that no `DROPTICKET` would end.
+            return Ok(());
+        }
         // The home's id once per agent, not once per ticket.
         let home: Id = self
             .cluster

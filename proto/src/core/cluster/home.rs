@@ -81,6 +81,7 @@ impl Core {
         let Some(i) = self.cluster.owner_index_of(name) else {
             return;
         };
+        self.drop_own_vote(name, t.id.0);
         let owner = self.cluster.epoch.leaders[i].clone();
         let unlock = PeerMsg::Unlock {
             epoch: self.cluster.epoch.number,
@@ -176,17 +177,46 @@ impl Core {
         if *at.home != *self.cluster.me {
             return Err(BadField("home"));
         }
-        let has = (self.table.objects.get(&at.object))
-            .is_some_and(|o| o.position(TicketId(at.req)).is_some());
-        if !has {
+        if !self.has_request(&at.object, at.req) {
             self.give_back(from, at.object, at.req);
         }
         Ok(())
     }
 
+    /// Whether this agent's request `req` on `object` is still in its
+    /// table (waiting, held or expired), not released.
+    pub(crate) fn has_request(&self, object: &ObjectName, req: u64) -> bool {
+        (self.table.objects.get(object)).is_some_and(|o| o.position(TicketId(req)).is_some())
+    }
+
+    /// This agent, as a follower of the owner of `object`, drops its vote
+    /// on its own request `req` there, which it releases (its `UNLOCK`
+    /// follows): the owner sends no `DROPTICKET` to a home that says
+    /// `home_drop=1` (docs/cluster.md "Granting", the home's own vote).
+    /// Its client's hold ended with the release, and the owner, which
+    /// still counts the ticket until the `UNLOCK` reaches it, asks nobody
+    /// to vote for another holder before. A transaction's holdings end
+    /// with the transaction, and an owner's own ticket with its release.
+    fn drop_own_vote(&mut self, object: &ObjectName, req: u64) {
+        if crate::vocab::split_var_object(object).is_some()
+            || self
+                .cluster
+                .owner_index_of(object)
+                .and_then(|i| self.cluster.epoch.leaders.get(i))
+                == Some(&self.cluster.me)
+        {
+            return;
+        }
+        let me = self.cluster.me.clone();
+        if let Some(l) = self.cluster.leader.table.as_mut() {
+            l.remove(object, &me, req);
+        }
+    }
+
     /// Gives request `req` on `object` back to its owner `to`: this agent
     /// no longer wants it.
     fn give_back(&mut self, to: &Id, object: ObjectName, req: u64) {
+        self.drop_own_vote(&object, req);
         let unlock = PeerMsg::Unlock {
             epoch: self.cluster.epoch.number,
             object,

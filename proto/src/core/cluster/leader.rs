@@ -109,11 +109,14 @@ impl Core {
             PeerMsg::Lock(lock) => self.owner_lock(now, from, lock),
             PeerMsg::Unlock { object, req, .. } => {
                 // A transaction's new holding ends with the transaction.
-                let keep = self.cluster.cfg.plant == Plant::TxKeepClosed
-                    && crate::vocab::split_var_object(&object).is_some();
+                let var = crate::vocab::split_var_object(&object).is_some();
+                let keep = self.cluster.cfg.plant == Plant::TxKeepClosed && var;
                 if !self.tx_holds(from, req) && !keep {
                     self.note_released(from, &object, req);
-                    self.owner_release(now, &object, from, req);
+                    // The home's own vote on a lock went with its release
+                    // (`drop_own_vote`); on a variable, it did not.
+                    let dropped = (self.home_drops(from).filter(|_| !var)).map_or(0, |i| 1 << i);
+                    self.release_ticket(now, &object, from, req, dropped);
                 }
                 Ok(())
             }
@@ -330,6 +333,13 @@ impl Core {
 
     /// The home released (or cancelled) ticket `req`.
     pub(crate) fn owner_release(&mut self, now: Now, object: &ObjectName, home: &Id, req: u64) {
+        self.release_ticket(now, object, home, req, 0);
+    }
+
+    /// [`Core::owner_release`], the followers of `dropped` (a mask of
+    /// leaders) left out of the `DROPTICKET`: a home that dropped its
+    /// own vote as it released (`home_drop`).
+    fn release_ticket(&mut self, now: Now, object: &ObjectName, home: &Id, req: u64, dropped: u8) {
         let Some(l) = self.cluster.leader.table.as_mut() else {
             return;
         };
@@ -337,8 +347,13 @@ impl Core {
             return;
         };
         if let Some(t) = l.remove(&name, home, req) {
-            let at = self.ticket_at(&name, home, req);
-            self.send(To::Leaders(t.has_ticket), PeerMsg::DropTicket(at));
+            if t.has_ticket & !dropped != 0 {
+                let at = self.ticket_at(&name, home, req);
+                self.send(
+                    To::Leaders(t.has_ticket & !dropped),
+                    PeerMsg::DropTicket(at),
+                );
+            }
             self.evaluate(now, &name);
         }
     }

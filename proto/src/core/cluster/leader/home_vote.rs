@@ -92,6 +92,20 @@ impl Core {
         })
     }
 
+    /// The index among the leaders of `home`, another leader whose
+    /// `LOCKSTARTED` said `home_drop=1`: it dropped its own vote on a
+    /// request when it released it, so its `UNLOCK` needs no `DROPTICKET`
+    /// back (docs/cluster.md "Granting", the home's own vote).
+    pub(super) fn home_drops(&self, home: &Id) -> Option<usize> {
+        let c = &self.cluster;
+        if **home == *c.me {
+            return None;
+        }
+        let link = c.peers.link_of(home).and_then(|p| c.peers.links.get(&p));
+        link.filter(|k| k.home_drop)?;
+        c.epoch.leaders.iter().position(|l| l == home)
+    }
+
     /// The index among the leaders of `home`, when it may deliver a grant
     /// on its own yes vote: another leader, whose vote is the majority's
     /// last (at most three leaders). Whether it does is its link's to say

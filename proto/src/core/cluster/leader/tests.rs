@@ -34,6 +34,7 @@ fn owner() -> (Core, Id, ObjectName) {
             Link {
                 id: Some(id.clone()),
                 home_grant: true,
+                home_drop: true,
                 ..Link::new(name.to_owned(), addr(port), Time::ZERO)
             },
         );
