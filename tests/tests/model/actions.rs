@@ -317,9 +317,8 @@ impl Model for Cluster {
             Action::ClientUnlock(c) => {
                 let h = self.home_of(c);
                 s.clients[usize::from(c)] = Req::Done;
-                let owner = self.owner_slot(&s, h)?;
-                let e = s.members[usize::from(h)].epoch;
-                s.send(h, owner, Msg::Unlock { e, c });
+                self.owner_slot(&s, h)?;
+                self.home_unlock(&mut s, h, c);
             }
             Action::Report(x) => {
                 let e = s.members[usize::from(x)].epoch;
@@ -344,8 +343,6 @@ impl Model for Cluster {
             }
             Action::Grant(o) => self.grant(&mut s, o),
             Action::Revoke(h) => {
-                let e = s.members[usize::from(h)].epoch;
-                let owner = s.owner(&self.config, e).slot;
                 for c in self.clients_at(h).collect::<Vec<_>>() {
                     let next = match s.clients[usize::from(c)] {
                         Req::Held { .. } => Req::Lost,
@@ -358,7 +355,7 @@ impl Model for Cluster {
                     // next set of tickets (`Have`), in one step, not one
                     // variable at a time.
                     if self.config.workload == Workload::Locks {
-                        s.send(h, owner, Msg::Unlock { e, c });
+                        self.home_unlock(&mut s, h, c);
                     }
                 }
             }

@@ -238,6 +238,19 @@ impl Cluster {
             }
         }
         m.reported = reported;
+        // A home that is not the owner keeps no ticket of a request it
+        // released since it reported: it dropped its vote as it released,
+        // and the owner sends it no `Drop` for its `Unlock`.
+        if self.config.workload == Workload::Locks && !self.is_owner(s, slot) {
+            for c in self.clients_at(slot).collect::<Vec<_>>() {
+                if !matches!(s.clients[usize::from(c)], Req::Waiting | Req::Held { .. }) {
+                    let t = &mut s.members[usize::from(slot)].table;
+                    t.tickets[usize::from(c)] = Ticket::None;
+                    t.queue.retain(|&q| q != c);
+                }
+            }
+        }
+        let m = &mut s.members[usize::from(slot)];
         let (locks, unlocks) = (m.pending_lock, m.pending_unlock);
         m.pending_lock = 0;
         m.pending_unlock = 0;
@@ -249,7 +262,7 @@ impl Cluster {
             }
             for c in 0..C as u8 {
                 if unlocks & bit(c) != 0 {
-                    self.owner_unlock(s, slot, c);
+                    self.owner_unlock(s, slot, c, true);
                 }
             }
             self.try_ask(s, slot);

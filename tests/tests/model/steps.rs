@@ -146,7 +146,10 @@ impl Cluster {
         }
     }
 
-    pub(crate) fn owner_unlock(&self, s: &mut State, slot: u8, c: u8) {
+    /// The owner drops the ticket and sends `Drop` to its followers; not
+    /// to the home when `by_home` (its `Unlock`, the home a follower): the
+    /// home dropped its own vote as it released ([`Cluster::home_unlock`]).
+    pub(crate) fn owner_unlock(&self, s: &mut State, slot: u8, c: u8, by_home: bool) {
         let e = s.members[usize::from(slot)].epoch;
         let t = &mut s.members[usize::from(slot)].table;
         if t.tickets[usize::from(c)] == Ticket::None {
@@ -154,8 +157,11 @@ impl Cluster {
         }
         t.tickets[usize::from(c)] = Ticket::None;
         t.queue.retain(|&q| q != c);
+        let dropped = by_home.then(|| self.home_of(c));
         for f in self.followers(s, slot) {
-            s.send(slot, f, Msg::Drop { e, c });
+            if Some(f) != dropped {
+                s.send(slot, f, Msg::Drop { e, c });
+            }
         }
         // A queued transaction runs at the owner's next tick
         // (`Action::TxRun`), not in the middle of a message.
@@ -228,7 +234,9 @@ impl Cluster {
         } else {
             // A refused vote is asked again with a new fence; the ticket
             // goes again first, as the refusal may come from a follower
-            // whose ADDTICKET was lost in a link break.
+            // whose ADDTICKET was lost in a link break. (The home refuses
+            // a request it released, its `Unlock` on its way or lost: the
+            // other follower's vote, or the home's `Have`, ends it.)
             t.tickets[usize::from(c)] = Ticket::Waiting;
             for f in self.followers(s, slot) {
                 s.send(slot, f, Msg::AddTicket { e, c });
@@ -324,13 +332,13 @@ impl Cluster {
             if !clean {
                 s.s6_broken = true;
             }
-            self.locked(s, slot, e, c, fence);
+            self.locked(s, slot, c, fence);
         }
     }
 
     // ---- home --------------------------------------------------------
 
-    pub(crate) fn locked(&self, s: &mut State, slot: u8, e: u8, c: u8, fence: u8) {
+    pub(crate) fn locked(&self, s: &mut State, slot: u8, c: u8, fence: u8) {
         if self.home_of(c) != slot || s.members[usize::from(slot)].id.incarnation != 0 {
             return;
         }
@@ -346,11 +354,22 @@ impl Cluster {
                 m.max_fence = m.max_fence.max(fence);
             }
             // Not for us any more (or not deliverable now): give it back.
-            _ => {
-                let owner = s.owner(&self.config, e).slot;
-                s.send(slot, owner, Msg::Unlock { e, c });
-            }
+            _ => self.home_unlock(s, slot, c),
         }
+    }
+
+    /// The home sends `Unlock` for its client's request `c` (released,
+    /// revoked or given back). A home that is not the owner drops its own
+    /// vote (or replica) in the same step: the owner sends it no `Drop`
+    /// for its own `Unlock`. Nobody votes for another holder meanwhile, as
+    /// the owner still counts the ticket until the `Unlock` reaches it.
+    pub(crate) fn home_unlock(&self, s: &mut State, home: u8, c: u8) {
+        let e = s.members[usize::from(home)].epoch;
+        let owner = s.owner(&self.config, e).slot;
+        if owner != home {
+            s.members[usize::from(home)].table.tickets[usize::from(c)] = Ticket::None;
+        }
+        s.send(home, owner, Msg::Unlock { e, c });
     }
 
     pub(crate) fn deliver(&self, s: &mut State, from: u8, to: u8) {
@@ -380,7 +399,7 @@ impl Cluster {
             }
             Msg::Unlock { e, c } if e == epoch && self.is_owner(s, to) => {
                 if ready {
-                    self.owner_unlock(s, to, c);
+                    self.owner_unlock(s, to, c, true);
                 } else {
                     s.members[usize::from(to)].pending_unlock |= bit(c);
                 }
@@ -388,7 +407,7 @@ impl Cluster {
             Msg::Have { e, home, set } if e == epoch && ready && self.is_owner(s, to) => {
                 for k in self.slots_at(home).collect::<Vec<_>>() {
                     if set & bit(k) == 0 {
-                        self.owner_unlock(s, to, k);
+                        self.owner_unlock(s, to, k, false);
                     }
                 }
             }
@@ -411,10 +430,17 @@ impl Cluster {
             Msg::TxAck { e, s: c, ok } if e == epoch && self.is_owner(s, to) => {
                 self.owner_tx_ack(s, to, c, ok)
             }
-            Msg::Locked { e, c, fence } if e == epoch => self.locked(s, to, e, c, fence),
+            Msg::Locked { e, c, fence } if e == epoch => self.locked(s, to, c, fence),
             Msg::AddTicket { e, c } if e == epoch && ready => {
+                // A home takes back no ticket of a request it no longer
+                // has (a question sent again after its release): it
+                // dropped its vote as it released, and no `Drop` would
+                // end the replica. `Activate` then finds none and refuses.
+                let gone = self.config.workload == Workload::Locks
+                    && self.home_of(c) == to
+                    && !matches!(s.clients[usize::from(c)], Req::Waiting | Req::Held { .. });
                 let t = &mut s.members[usize::from(to)].table.tickets[usize::from(c)];
-                if *t == Ticket::None {
+                if *t == Ticket::None && !gone {
                     *t = Ticket::Replica;
                 }
             }

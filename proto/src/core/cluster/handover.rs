@@ -15,7 +15,7 @@ use crate::cluster::{Cluster, Id};
 use crate::core::Core;
 use crate::local::table::State;
 use crate::time::Now;
-use crate::vocab::TicketId;
+use crate::vocab::{ObjectName, TicketId};
 use std::ops::Bound;
 use std::time::Duration;
 
@@ -620,6 +620,31 @@ impl Core {
         }
     }
 
+    /// After the state is installed: the tickets of this agent's own
+    /// requests on objects another leader owns that it released since it
+    /// reported them. It dropped its vote on each as it released it, and
+    /// their owner, told by its `UNLOCK`, sends it no `DROPTICKET`
+    /// (`home_drop`): kept, a vote nobody ends would refuse every other
+    /// request on the name until the epoch ends.
+    fn drop_released_own(&mut self) {
+        let me = self.cluster.me.clone();
+        let Some(l) = self.cluster.leader.table.as_ref() else {
+            return;
+        };
+        let gone: Vec<(ObjectName, u64)> = (l.of_home_after(&me, None))
+            .filter(|(req, name)| {
+                crate::vocab::split_var_object(name).is_none()
+                    && self.owner_of(name).as_ref() != Some(&me)
+                    && !self.has_request(name, *req)
+            })
+            .map(|(req, name)| (name.clone(), req))
+            .collect();
+        let l = self.cluster.leader.table.as_mut().expect("leader");
+        for (name, req) in gone {
+            l.remove(&name, &me, req);
+        }
+    }
+
     /// Starts acting as a leader of the epoch from its state.
     fn install(&mut self, now: Now, s: StateIn) {
         let leaders = self.cluster.epoch.leaders.len();
@@ -627,6 +652,7 @@ impl Core {
         let l = self.cluster.leader.table.as_mut().expect("leader");
         let base = s.base;
         let homes = l.install(s, leaders, &me, now.mono);
+        self.drop_released_own();
         let took = now.mono.saturating_since(self.cluster.epoch.since);
         self.metrics.handover.observe(took);
         for home in homes {
