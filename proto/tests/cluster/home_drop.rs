@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use super::{Net, lock_and_unlock, three_ready_and_a_name_node0_owns};
 
-/// Three leaders, a name node 0 owns, and node 2 paused: a grant needs
-/// the vote of node 1, the home, whose vote is asked first.
-fn home_alone_with_its_owner(seed: u64) -> (Net, String) {
+/// Three leaders and a name node 0 owns. Each test pauses node 2 once
+/// node 1, the home, has released: a grant then needs node 1's vote,
+/// which a vote it kept for the released request would refuse.
+fn three_leaders(seed: u64) -> (Net, String) {
     let (mut net, name) = three_ready_and_a_name_node0_owns(seed);
     assert_eq!(net.leader_nodes(0).len(), 3);
     (net, name)
@@ -16,7 +17,7 @@ fn home_alone_with_its_owner(seed: u64) -> (Net, String) {
 
 #[test]
 fn a_home_votes_again_on_a_name_it_released_without_a_dropticket() {
-    let (mut net, name) = home_alone_with_its_owner(21);
+    let (mut net, name) = three_leaders(21);
     let c = net.open(1);
     lock_and_unlock(&mut net, c, &name, 1);
     net.run_for(Duration::from_millis(20));
@@ -31,7 +32,7 @@ fn a_home_votes_again_on_a_name_it_released_without_a_dropticket() {
 
 #[test]
 fn a_question_on_a_released_request_leaves_no_vote_behind() {
-    let (mut net, name) = home_alone_with_its_owner(22);
+    let (mut net, name) = three_leaders(22);
     let c = net.open(1);
     lock_and_unlock(&mut net, c, &name, 1);
     net.run_for(Duration::from_millis(20));
